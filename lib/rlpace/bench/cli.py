@@ -1,0 +1,68 @@
+"""The ``rlpace-bench`` entry point: one program, one subcommand per module.
+
+Exit codes: 0 success, 1 a requested failure condition (e.g. ``--fail-on-regression``
+when something worsened), 2 bad input or usage.
+
+Example:
+    >>> from rlpace.bench.cli import main
+    >>> main(["--version"])  # doctest: +SKIP
+    rlpace-bench 0.1.0
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+from collections.abc import Sequence
+
+from rlpace import __version__
+from rlpace.bench import commands
+from rlpace.bench.errors import BenchInputError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Build the argument parser with every subcommand found in :mod:`rlpace.bench.commands`.
+
+    Example:
+        >>> parser = build_parser()
+        >>> parser.prog
+        'rlpace-bench'
+    """
+    parser = argparse.ArgumentParser(
+        prog="rlpace-bench",
+        description="Run rlpace's benchmark suite, compare runs and render PR comments.",
+    )
+    parser.add_argument("--version", action="version", version=f"rlpace-bench {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"{commands.__name__}.{info.name}")
+        command = sub.add_parser(module.NAME, help=module.HELP, description=module.HELP)
+        module.add_arguments(command)
+        command.set_defaults(_main=module.main)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse ``argv`` and run the chosen subcommand; return the process exit code.
+
+    Example:
+        >>> main(["compare", "--head", "missing.json"])  # doctest: +SKIP
+        rlpace-bench: error: ...
+        2
+    """
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "_main", None) is None:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return int(args._main(args) or 0)
+    except BenchInputError as exc:
+        print(f"rlpace-bench: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

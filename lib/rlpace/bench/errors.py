@@ -1,0 +1,18 @@
+"""Typed errors of the harness.
+
+Every message says what was expected, what arrived, and how to fix it.
+
+Example:
+    >>> raise BenchInputError("head.json: expected a JSON object, got a list")
+    Traceback (most recent call last):
+    ...
+    rlpace.bench.errors.BenchInputError: head.json: expected a JSON object, got a list
+"""
+
+
+class BenchInputError(ValueError):
+    """A result file, option or environment the harness cannot use (the CLI exits 2)."""
+
+
+class EnvironmentMismatchError(BenchInputError):
+    """Two result files were measured in environments that must not be compared."""

@@ -1,0 +1,1 @@
+"""Environments that rlpace ships, following torchrl's ``EnvBase`` API."""

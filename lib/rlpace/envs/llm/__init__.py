@@ -1,0 +1,1 @@
+"""A language-model text environment: prompts on reset, generated text or tokens as actions."""

@@ -1,0 +1,1 @@
+"""Trainers: the training loop, PPO and SAC, structured configs, timing and checkpoints."""
