@@ -23,7 +23,7 @@ lint: $(STAMP)
 
 ## The tests: lint, then every unit test; benchmark bodies run once each as smoke tests.
 test: lint
-	$(PY) -m pytest tests --benchmark-disable -p no:cacheprovider
+	$(PY) -m pytest tests lib --doctest-modules --benchmark-disable -p no:cacheprovider
 
 ## The main job: this working tree against $(BASE), CPU set, report under reports/pr/.
 bench: $(STAMP)
