@@ -303,3 +303,18 @@ def test_bad_style_or_input():
         render_report({"cpu": "nope"})
     with pytest.raises(BenchInputError, match="expected a Comparison"):
         render_report([])
+
+
+def test_rlpace_style_warns_when_head_and_base_ran_on_different_machines():
+    base = results_from_records(
+        [{"fullname": "a", "data": [1.0, 1.1, 0.9]}], machine_info={"node": "ci-1"}
+    )
+    head = results_from_records(
+        [{"fullname": "a", "data": [1.0, 1.1, 0.9]}], machine_info={"node": "laptop"}
+    )
+    comparison = compare_runs(head, base)
+    assert comparison.environment_differences == {"node": ("laptop", "ci-1")}
+    text = render_report(comparison)
+    assert "⚠️ Head and base ran in different environments (node: head laptop, base ci-1)" in text
+    same = compare_runs(head, head)
+    assert "different environments" not in render_report(same)

@@ -49,6 +49,7 @@ import numpy as np
 import pandas as pd
 
 from rlpace.bench.errors import BenchInputError
+from rlpace.bench.results import environment_differences, run_environment
 from rlpace.bench.stats import (
     benjamini_hochberg,
     bootstrap_ratio_ci,
@@ -231,6 +232,20 @@ class Comparison:
         return improved, worsened
 
     @property
+    def environment_differences(self) -> dict[str, tuple[Any, Any]]:
+        """Host, OS, Python or CPU values that differ between head and base (empty when
+        comparable, or when there is no base).
+
+        Example:
+            >>> Comparison(rows=(), head={"environment": {"node": "a"}},
+            ...            base={"environment": {"node": "b"}}).environment_differences
+            {'node': ('a', 'b')}
+        """
+        return environment_differences(
+            self.head.get("environment") or {}, self.base.get("environment") or {}
+        )
+
+    @property
     def worsened(self) -> bool:
         """Whether any benchmark worsened (statistical verdict)."""
         return any(r.verdict is Verdict.WORSENED for r in self.rows)
@@ -283,6 +298,7 @@ def _run_meta(df: pd.DataFrame) -> dict[str, Any]:
         "commit": commit.get("id"),
         "branch": commit.get("branch"),
         "datetime": df.attrs.get("datetime"),
+        "environment": run_environment(df.attrs),
     }
 
 

@@ -252,6 +252,7 @@ def _environment():
         q=_q,
         throughput=_throughput,
         verdict=lambda v: _VERDICT_LABEL[v],
+        plural=_plural,
     )
     return env
 
@@ -373,7 +374,7 @@ def _headline(sets: dict[str, Comparison]) -> str:
         lead = f"❌ **{' and '.join(bits)}**"
     else:
         lead = "✅ **No regressions**"
-    tail = f"{_plural(improved, 'improvement')}, {total} benchmarks compared"
+    tail = f"{_plural(improved, 'improvement')}, {_plural(total, 'benchmark')} compared"
     return f"{lead} — {tail}."
 
 
