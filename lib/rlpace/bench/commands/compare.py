@@ -27,7 +27,14 @@ HELP = "Compare a head result file against a base result file and render the rep
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Declare the ``compare`` options on ``parser``."""
+    """Declare the ``compare`` options on ``parser``.
+
+    Example:
+        >>> parser = argparse.ArgumentParser()
+        >>> add_arguments(parser)
+        >>> parser.parse_args(["--head", "h.json", "-o", "r.md"]).output
+        'r.md'
+    """
     parser.add_argument(
         "--head", required=True, help="result file of the new run (pytest-benchmark JSON or asv)"
     )
@@ -110,7 +117,16 @@ def _write(path: Path, text: str) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Turn parsed arguments into :func:`compare_files` keywords."""
+    """Turn parsed arguments into :func:`compare_files` keywords.
+
+    Example:
+        >>> parser = argparse.ArgumentParser()
+        >>> add_arguments(parser)
+        >>> main(parser.parse_args(["--head", "missing.json"]))
+        Traceback (most recent call last):
+        ...
+        rlpace.bench.errors.BenchInputError: missing.json: no such file; expected a pytest-benchmark JSON or asv result file
+    """
     return compare_files(
         head=Path(args.head),
         base=Path(args.base) if args.base else None,

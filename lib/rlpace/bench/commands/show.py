@@ -24,7 +24,14 @@ HELP = "Print the benchmarks of one result file (pytest-benchmark JSON or asv)."
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Declare the ``show`` arguments on ``parser``."""
+    """Declare the ``show`` arguments on ``parser``.
+
+    Example:
+        >>> parser = argparse.ArgumentParser()
+        >>> add_arguments(parser)
+        >>> parser.parse_args(["r.json"]).file
+        'r.json'
+    """
     parser.add_argument("file", help="the result file")
 
 
@@ -76,5 +83,14 @@ def show_file(*, path: Path, stdout: TextIO | None = None) -> int:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Turn parsed arguments into :func:`show_file` keywords."""
+    """Turn parsed arguments into :func:`show_file` keywords.
+
+    Example:
+        >>> parser = argparse.ArgumentParser()
+        >>> add_arguments(parser)
+        >>> main(parser.parse_args(["missing.json"]))
+        Traceback (most recent call last):
+        ...
+        rlpace.bench.errors.BenchInputError: missing.json: no such file; expected a pytest-benchmark JSON or asv result file
+    """
     return show_file(path=Path(args.file))
