@@ -158,8 +158,12 @@ def test_seed_fixture_golden_and_spec_recomputed_from_raw_json(fixtures_dir, pb_
     )
     table = [cells(line) for line in lines if line.startswith("| ")]
     assert table[0] == ["Name", "Max", "Mean", "Ops", "Ops on Repo `HEAD`", "Change"]
+
+    def shown(name):  # names render as written, but cannot inject HTML or ping
+        return name.replace("<", "&lt;").replace(">", "&gt;").replace("@", "@\u200b")
+
     body = {row[0]: row for row in table[2:]}
-    assert list(body) == [b["name"] for b in head.values()] + ["test_removed_in_head"]
+    assert list(body) == [shown(b["name"]) for b in head.values()] + ["test_removed_in_head"]
     for name, change in changes.items():
         sign = "+" if change > 0 else ""
         number = f"{sign}{change:.2f}\\\\%"
@@ -167,7 +171,7 @@ def test_seed_fixture_golden_and_spec_recomputed_from_raw_json(fixtures_dir, pb_
             number = f"\\color{{{'#35bf28' if change > 0 else '#d91a1a'}}}{number}"
         if abs(change) > 5:
             number = f"\\textbf{{{number}}}"
-        assert body[name][5] == f"${number}$", name
+        assert body[shown(name)][5] == f"${number}$", name
     entry = head["fixture_benchmarks.py::test_slower_in_head"]["stats"]
     assert body["test_slower_in_head"][1] == format_time(entry["max"])
     assert body["test_slower_in_head"][3] == format_ops(entry["ops"])
@@ -318,3 +322,14 @@ def test_rlpace_style_warns_when_head_and_base_ran_on_different_machines():
     assert "⚠️ Head and base ran in different environments (node: head laptop, base ci-1)" in text
     same = compare_runs(head, head)
     assert "different environments" not in render_report(same)
+
+
+def test_seed_names_cannot_split_rows_inject_html_or_ping():
+    names = ["a|b", "<img src=x>", "@octocat"]
+    head = results_from_records(
+        [{"fullname": n, "name": n, "data": [1.0, 1.1, 0.9]} for n in names]
+    )
+    text = render_report(compare_runs(head, head), style="seed")
+    body = [cells(line) for line in text.splitlines() if line.startswith("| ")][2:]
+    assert [row[0] for row in body] == ["a|b", "&lt;img src=x&gt;", "@\u200boctocat"]
+    assert all(len(row) == 6 for row in body)

@@ -196,13 +196,23 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(out)
 
 
+def _seed_name(name: str) -> str:
+    """The name as the seed bot shows it, but unable to split a row, inject HTML or ping.
+
+    Each replacement renders as the original character on GitHub.
+    """
+    for old, new in (("|", "\\|"), ("<", "&lt;"), (">", "&gt;"), ("@", "@\u200b"), ("\n", " ")):
+        name = name.replace(old, new)
+    return name
+
+
 def _seed_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
     header = ["Name", "Max", "Mean", "Ops"]
     if comparison.has_base:
         header += ["Ops on Repo `HEAD`", "Change"]
     rows = []
     for r in comparison.rows:
-        name = r.name.replace("|", "\\|")  # a "|" in a name would split the row
+        name = _seed_name(r.name)
         if r.verdict is Verdict.REMOVED:
             cells = [name, "-", "-", "removed"]
         elif r.verdict is Verdict.FAILED:
