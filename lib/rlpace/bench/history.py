@@ -235,7 +235,7 @@ def load_asv_series(results_dir: Path | str, *, commit_order: Sequence[str] = ()
             params = result.get_result_params(key) or []
             values = result.get_result_value(key, params)
             combos = list(itertools.product(*params)) if params else [()]
-            if not params:
+            if not isinstance(values, list):  # asv gives a bare value without params
                 values = [values]
             for combo, value in zip(combos, values or [None] * len(combos)):
                 name = f"{key}{_param_label(combo)}"

@@ -167,9 +167,9 @@ def peers_frame(ratios: list[PeerRatio]) -> pd.DataFrame:
     """The ratios as a table (one row per pair), for printing or saving.
 
     Example:
-        >>> peers_frame([PeerRatio("c", {"n": 1}, "a", "b", 1.0, 2.0, 0.5, 0.4, 0.6, 0.95)])
-          case params  rlpace_median  torchrl_median  ratio  low  high verdict
-        0    c  n=1            1.0             2.0    0.5  0.4   0.6  faster
+        >>> df = peers_frame([PeerRatio("c", {"n": 1}, "a", "b", 1.0, 2.0, 0.5, 0.4, 0.6, 0.95)])
+        >>> df.loc[0, "params"], float(df.loc[0, "ratio"]), df.loc[0, "verdict"]
+        ('n=1', 0.5, 'faster')
     """
     rows: list[Mapping[str, Any]] = [
         {
