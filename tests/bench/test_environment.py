@@ -114,3 +114,49 @@ def test_runs_are_checked_through_their_results_tables(pb_head):
     # a file written without the suite plugin has no metadata: say how to get it
     with pytest.raises(BenchInputError, match="pb5_head.json"):
         require_compatible_runs(load_results(pb_head), _table(meta, "b.json"))
+
+
+def _result_file(write_json, name, meta):
+    doc = {
+        "version": "5.3.1",
+        "datetime": "2026-01-01T00:00:00",
+        "machine_info": {"node": "box", "rlpace": meta},
+        "commit_info": {"id": name},
+        "benchmarks": [
+            {
+                "name": "test_x",
+                "fullname": "t.py::test_x",
+                "params": None,
+                "extra_info": {},
+                "stats": {"data": [1.0, 1.01, 0.99, 1.0, 1.02]},
+            }
+        ],
+    }
+    return write_json(doc, name=f"{name}.json")
+
+
+def test_compare_command_refuses_different_environments_unless_allowed(write_json, capsys):
+    from rlpace.bench.cli import main
+
+    meta = collect_environment(repo=None)
+    head = _result_file(write_json, "head", meta)
+    base = _result_file(write_json, "base", {**meta, "torchrl": "0.13.0"})
+    assert main(["compare", "--head", str(head), "--base", str(base)]) == 2
+    err = capsys.readouterr().err
+    assert "different environments (torchrl: head" in err and "--allow-env-mismatch" in err
+
+    assert main(["compare", "--head", str(head), "--base", str(base), "--allow-env-mismatch"]) == 0
+    captured = capsys.readouterr()
+    assert "warning: environments differ: torchrl: head" in captured.err
+    assert "test_x" in captured.out
+
+    same = _result_file(write_json, "same", dict(meta))
+    assert main(["compare", "--head", str(head), "--base", str(same)]) == 0
+    assert "warning" not in capsys.readouterr().err
+
+
+def test_files_without_metadata_are_compared_as_before(pb_head, pb_base, capsys):
+    from rlpace.bench.cli import main
+
+    assert main(["compare", "--head", str(pb_head), "--base", str(pb_base)]) == 0
+    assert "environments differ" not in capsys.readouterr().err

@@ -254,14 +254,25 @@ def require_compatible(
     return differences
 
 
-def require_compatible_runs(head: Any, base: Any, *, allow_mismatch: bool = False) -> list[str]:
+def require_compatible_runs(
+    head: Any, base: Any, *, allow_mismatch: bool = False, require_metadata: bool = True
+) -> list[str]:
     """:func:`require_compatible` for two results tables (their ``attrs["machine_info"]``).
 
     This is the check a comparison runs before deciding anything: results tables of
     :func:`rlpace.bench.results.load_results` carry the file's ``machine_info``.
 
+    Args:
+        head: results table of the new run.
+        base: results table of the reference run.
+        allow_mismatch: return the differences instead of raising.
+        require_metadata: when false, a table without rlpace metadata (a file not
+            written by ``rlpace-bench run``, or an asv result) skips the check and
+            returns ``[]``; when true it is an error.
+
     Raises:
-        BenchInputError: when a table has no rlpace environment metadata.
+        BenchInputError: when a table has no rlpace environment metadata and
+            ``require_metadata`` is true.
         EnvironmentMismatchError: when the environments differ and ``allow_mismatch``
             is false.
 
@@ -273,6 +284,11 @@ def require_compatible_runs(head: Any, base: Any, *, allow_mismatch: bool = Fals
         >>> require_compatible_runs(head, base)
         []
     """
+    if not require_metadata and not all(
+        isinstance((df.attrs.get("machine_info") or {}).get(MACHINE_INFO_KEY), Mapping)
+        for df in (head, base)
+    ):
+        return []
     head_meta = environment_of(
         head.attrs.get("machine_info") or {}, source=str(head.attrs.get("source", "head"))
     )
