@@ -18,8 +18,8 @@ $(STAMP): ci/requirements.txt pyproject.toml
 	@touch $@
 
 lint: $(STAMP)
-	$(PY) -m ruff check lib tests asv_bench
-	$(PY) -m ruff format --check lib tests asv_bench
+	$(PY) -m ruff check
+	$(PY) -m ruff format --check
 
 ## The tests: lint, then every unit test; benchmark bodies run once each as smoke tests.
 test: lint
