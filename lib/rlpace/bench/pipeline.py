@@ -63,6 +63,8 @@ __all__ = [
 
 BASE_ENV_MODES = ("auto", "overlay", "full", "current")
 REQUIREMENTS = Path("ci") / "requirements.txt"
+CALIBRATION_DIR = Path("reports") / "calibration"
+"""Checked-in A/A calibrations, ``<set>.json``, used when ``--noise`` is not given."""
 QUICK_KEYWORD = "not torchrl"
 """``--quick`` drops the torchrl twins: a change to rlpace cannot move them."""
 
@@ -553,7 +555,6 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
         )
     cache = (config.cache_dir or repo / "build" / "rlpace-bench").resolve()
     out_dir = config.out_dir if config.out_dir.is_absolute() else repo / config.out_dir
-    noise = load_noise(config.noise_file) if config.noise_file else None
     sha, base_tree = checkout_base(repo, config.base, cache)
     if not suite_present(base_tree):
         raise BenchInputError(
@@ -566,6 +567,13 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
         progress.started(base, config)
     outcomes = []
     for set_name in config.sets:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        if set_name == "gpu" and not cuda_available(Path(sys.executable)):
+            skipped = SideRuns(set_name, (), (), "no CUDA device on this machine")
+            outcomes.append(_write_skipped(out_dir, set_name, skipped, base))
+            continue
+        noise_file = config.noise_file or repo / CALIBRATION_DIR / f"{set_name}.json"
+        noise = load_noise(noise_file) if config.noise_file or noise_file.is_file() else None
         if progress is not None:
             progress.set_started(set_name, 2 * config.effective_repeats)
         runs = run_interleaved(
@@ -581,7 +589,6 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
             },
             on_run=None if progress is None else progress.run_finished,
         )
-        out_dir.mkdir(parents=True, exist_ok=True)
         if runs.skipped is not None:
             outcomes.append(_write_skipped(out_dir, set_name, runs, base))
             continue
@@ -590,8 +597,20 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
         comparison = compare_runs(
             head_df, base_df, threshold=config.threshold, alpha=config.alpha, noise=noise
         )
-        outcomes.append(_write_reports(out_dir, set_name, comparison, runs, base))
+        outcomes.append(_write_reports(out_dir, set_name, comparison, runs, base, noise_file))
     return outcomes
+
+
+def cuda_available(python: Path) -> bool:
+    """Whether torch sees a CUDA device in ``python``'s environment (False without torch).
+
+    Example:
+        >>> isinstance(cuda_available(Path(sys.executable)), bool)  # doctest: +SKIP
+        True
+    """
+    probe = "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 3)"
+    proc = subprocess.run([str(python), "-c", probe], capture_output=True, check=False)
+    return proc.returncode == 0
 
 
 def _pythonpath_first(path: Path) -> dict[str, str]:
@@ -604,7 +623,12 @@ def _title(set_name: str, base: BaseCheckout) -> str:
 
 
 def _write_reports(
-    out_dir: Path, set_name: str, comparison: Comparison, runs: SideRuns, base: BaseCheckout
+    out_dir: Path,
+    set_name: str,
+    comparison: Comparison,
+    runs: SideRuns,
+    base: BaseCheckout,
+    noise_file: Path | None,
 ) -> SetOutcome:
     from rlpace.bench.render import render_report
 
@@ -616,6 +640,9 @@ def _write_reports(
         written.append(path)
     data = comparison.to_dict()
     data["pipeline"] = _pipeline_meta(set_name, runs, base)
+    data["pipeline"]["noise_file"] = (
+        str(noise_file) if noise_file and noise_file.is_file() else None
+    )
     json_path = out_dir / f"{set_name}.json"
     json_path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     written.append(json_path)

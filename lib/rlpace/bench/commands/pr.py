@@ -44,14 +44,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="how the base gets its Python environment (default auto)",
     )
     parser.add_argument(
+        "--max-time", type=float, default=None, help="seconds of timed rounds per case"
+    )
+    parser.add_argument(
+        "--cache-dir",
+        default=None,
+        help="base worktrees, environments and raw runs (default build/rlpace-bench)",
+    )
+    parser.add_argument(
         "--fail-on-regression", action="store_true", help="exit 1 when a benchmark worsened"
     )
 
 
 def main(args: argparse.Namespace) -> int:
     """Run the pipeline; 0 on success (1 with --fail-on-regression and a regression)."""
-    from rlpace.bench.pipeline import PipelineConfig
+    from dataclasses import replace
 
+    from rlpace.bench.pipeline import PipelineConfig
+    from rlpace.bench.runner import RunSettings
+
+    settings = None
+    if args.max_time is not None:
+        settings = replace(RunSettings(), max_time=args.max_time)
     sets = tuple(s.strip() for s in args.sets.split(",") if s.strip())
     config = PipelineConfig(
         base=args.base,
@@ -64,6 +78,8 @@ def main(args: argparse.Namespace) -> int:
         alpha=args.alpha,
         noise_file=Path(args.noise) if args.noise else None,
         base_env=args.base_env,
+        cache_dir=Path(args.cache_dir) if args.cache_dir else None,
+        settings=settings,
     )
     return run_pr_command(config, fail_on_regression=args.fail_on_regression)
 
