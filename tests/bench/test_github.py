@@ -244,3 +244,13 @@ def test_cli_without_token_is_a_usage_error(tmp_path, monkeypatch, capsys):
     report.write_text(MARKER)
     code = cli_main(["post", "--repo", REPO, "--pr", "7", "--report", str(report)])
     assert code == 2 and "GITHUB_TOKEN is not set" in capsys.readouterr().err
+
+
+def test_set_marker_keeps_one_comment_per_set(github):
+    generic = "<!-- rlpace-bench-report -->"
+    cpu = f"{generic}\n<!-- rlpace-bench-set: cpu -->\ncpu table"
+    gpu = f"{generic}\n<!-- rlpace-bench-set: gpu -->\ngpu table"
+    assert _post(github, cpu)[0].action == "created"
+    assert _post(github, gpu)[0].action == "created"
+    assert _post(github, gpu.replace("table", "table v2"))[0].action == "updated"
+    assert [c["body"].splitlines()[-1] for c in github.comments] == ["cpu table", "gpu table v2"]

@@ -24,7 +24,7 @@ The figures come from :class:`Calibration`, written versioned to ``<set>.json``;
 Example:
     >>> gate, spread, mdc = noise_gate([1.0, -1.0, 0.5, -0.5], n_benchmarks=1)
     >>> round(spread, 3), round(gate, 2), round(mdc, 2)
-    (0.913, 2.05, 5.77)
+    (0.913, 1.79, 5.77)
 """
 
 from __future__ import annotations
@@ -221,6 +221,10 @@ class Calibration:
     benchmarks: tuple[BenchmarkNoise, ...]
     inject: str | None = None
     environment: Mapping[str, Any] = field(default_factory=dict)
+    draws: tuple[tuple[tuple[int, ...], tuple[int, ...]], ...] = ()
+    """Per A/A comparison, the clean-pool runs of side A and side B (``clean-<i>.json``)."""
+    runs_dir: str = ""
+    """Where the pool's result files are (``clean-<i>.json``, ``slow-<i>.json``)."""
 
     def noise_fractions(self) -> dict[str, float]:
         """``fullname → gate`` as fractions, the ``noise`` argument of ``compare_runs``."""
@@ -310,6 +314,8 @@ def read_calibration(path: Path) -> Calibration:
         benchmarks=benchmarks,
         inject=data.get("inject"),
         environment=data.get("environment") or {},
+        draws=tuple((tuple(a), tuple(b)) for a, b in data.get("draws", [])),
+        runs_dir=data.get("runs_dir", ""),
     )
 
 
@@ -490,6 +496,8 @@ def run_calibration(
         benchmarks=tuple(benchmarks),
         inject=config.inject,
         environment=_environment_of(runs_dir / "clean-0.json"),
+        draws=tuple((tuple(a), tuple(b)) for a, b in draws),
+        runs_dir=str(runs_dir),
     )
     write_calibration(
         calibration, config.out_dir if config.out_dir.is_absolute() else repo / config.out_dir

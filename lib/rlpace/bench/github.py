@@ -50,6 +50,7 @@ DEFAULT_API_URL = "https://api.github.com"
 MAX_COMMENT_CHARS = 65536
 
 _MARKER = re.compile(r"<!--\s*rlpace[-_]bench\b.*?-->", re.DOTALL)
+_SET_MARKER = re.compile(r"<!--\s*rlpace-bench-set:.*?-->", re.DOTALL)
 _REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 
 
@@ -122,7 +123,10 @@ class PostedComment:
 
 
 def report_marker(body: str) -> str:
-    """The hidden marker comment of a rendered report (its first ``<!-- rlpace-bench… -->``).
+    """The hidden marker of a rendered report: what finds its comment again.
+
+    The set marker the ``pr`` pipeline adds (``<!-- rlpace-bench-set: cpu -->``) wins,
+    so each set keeps its own comment; otherwise the first ``<!-- rlpace-bench… -->``.
 
     Raises:
         BenchInputError: the body carries no marker, so its comment could never be
@@ -131,8 +135,10 @@ def report_marker(body: str) -> str:
     Example:
         >>> report_marker("text <!-- rlpace-bench set=gpu --> more")
         '<!-- rlpace-bench set=gpu -->'
+        >>> report_marker("<!-- rlpace-bench-report -->\\n<!-- rlpace-bench-set: gpu -->")
+        '<!-- rlpace-bench-set: gpu -->'
     """
-    found = _MARKER.search(body)
+    found = _SET_MARKER.search(body) or _MARKER.search(body)
     if found is None:
         raise BenchInputError(
             "the report has no hidden marker: expected an HTML comment starting with "

@@ -613,6 +613,16 @@ def cuda_available(python: Path) -> bool:
     return proc.returncode == 0
 
 
+def set_marker(set_name: str) -> str:
+    """The hidden line that keeps one PR comment per set (the bot finds it again).
+
+    Example:
+        >>> set_marker("gpu")
+        '<!-- rlpace-bench-set: gpu -->'
+    """
+    return f"<!-- rlpace-bench-set: {set_name} -->"
+
+
 def _pythonpath_first(path: Path) -> dict[str, str]:
     rest = os.environ.get("PYTHONPATH", "")
     return {"PYTHONPATH": os.pathsep.join(p for p in (str(path), rest) if p)}
@@ -630,13 +640,19 @@ def _write_reports(
     base: BaseCheckout,
     noise_file: Path | None,
 ) -> SetOutcome:
-    from rlpace.bench.render import render_report
+    from rlpace.bench.render import GITHUB_COMMENT_LIMIT, render_report
 
     written = []
+    marker = set_marker(set_name)
     for style, pattern in REPORT_STYLES.items():
         path = out_dir / pattern.format(set=set_name)
-        text = render_report({set_name: comparison}, style=style, title=_title(set_name, base))
-        path.write_text(text, encoding="utf-8")
+        text = render_report(
+            {set_name: comparison},
+            style=style,
+            title=_title(set_name, base),
+            max_chars=GITHUB_COMMENT_LIMIT - len(marker) - 1,
+        )
+        path.write_text(f"{marker}\n{text}\n", encoding="utf-8")
         written.append(path)
     data = comparison.to_dict()
     data["pipeline"] = _pipeline_meta(set_name, runs, base)
@@ -652,7 +668,7 @@ def _write_reports(
 def _write_skipped(out_dir: Path, set_name: str, runs: SideRuns, base: BaseCheckout) -> SetOutcome:
     md = out_dir / f"{set_name}.md"
     text = (
-        f"<!-- rlpace-bench:{set_name} -->\n## {_title(set_name, base)}\n\n"
+        f"{set_marker(set_name)}\n<!-- rlpace-bench-report -->\n## {_title(set_name, base)}\n\n"
         f"Skipped: {runs.skipped}.\n"
     )
     md.write_text(text, encoding="utf-8")
