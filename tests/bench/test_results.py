@@ -88,7 +88,19 @@ def test_asv_without_benchmarks_json_uses_positional_names(asv_head, tmp_path):
     }
 
 
-@pytest.mark.parametrize("version", ["3.4.1", "4.0.0", "5.1.0"])
+@pytest.mark.parametrize(
+    ("name", "version"), [("pb3_head.json", "3.4.1"), ("pb4_head.json", "4.0.0")]
+)
+def test_real_files_of_pytest_benchmark_3_and_4(fixtures_dir, pb_head, name, version):
+    df = load_results(fixtures_dir / name)
+    assert df.attrs["format_version"] == version
+    # the same benchmarks as the pytest-benchmark 5 head run, with raw data
+    assert df["fullname"].tolist() == load_results(pb_head)["fullname"].tolist()
+    assert df["data"].map(len).tolist() == df["rounds"].tolist()
+    assert (df["status"] == "ok").all()
+
+
+@pytest.mark.parametrize("version", ["3.0.0", "4.0.0", "5.1.0"])
 def test_pytest_benchmark_versions_3_to_5_load(pb_base, write_json, version):
     doc = json.loads(pb_base.read_text())
     doc["version"] = version

@@ -49,6 +49,7 @@ import numpy as np
 import pandas as pd
 
 from rlpace.bench.errors import BenchInputError
+from rlpace.bench.results import environment_differences, run_environment
 from rlpace.bench.stats import (
     benjamini_hochberg,
     bootstrap_ratio_ci,
@@ -146,17 +147,32 @@ class BenchmarkChange:
 
     @property
     def has_base(self) -> bool:
-        """Whether the base run measured this benchmark."""
+        """Whether the base run measured this benchmark.
+
+        Example:
+            >>> BenchmarkChange("a", "a", Verdict.REMOVED, base_mean=1e-3, base_rounds=5).has_base
+            True
+        """
         return self.base_rounds > 0 or math.isfinite(self.base_mean)
 
     @property
     def head_throughput(self) -> float:
-        """Work items per second in head (``items_per_call / median``), NaN if unknown."""
+        """Work items per second in head (``items_per_call / median``), NaN if unknown.
+
+        Example:
+            >>> BenchmarkChange("a", "a", Verdict.NEW, head_median=0.5, items_per_call=64).head_throughput
+            128.0
+        """
         return _throughput(self.items_per_call, self.head_median)
 
     @property
     def base_throughput(self) -> float:
-        """Work items per second in base, NaN if unknown."""
+        """Work items per second in base, NaN if unknown.
+
+        Example:
+            >>> BenchmarkChange("a", "a", Verdict.REMOVED, base_median=2.0, items_per_call=64).base_throughput
+            32.0
+        """
         return _throughput(self.items_per_call, self.base_median)
 
 
@@ -231,8 +247,27 @@ class Comparison:
         return improved, worsened
 
     @property
+    def environment_differences(self) -> dict[str, tuple[Any, Any]]:
+        """Host, OS, Python or CPU values that differ between head and base (empty when
+        comparable, or when there is no base).
+
+        Example:
+            >>> Comparison(rows=(), head={"environment": {"node": "a"}},
+            ...            base={"environment": {"node": "b"}}).environment_differences
+            {'node': ('a', 'b')}
+        """
+        return environment_differences(
+            self.head.get("environment") or {}, self.base.get("environment") or {}
+        )
+
+    @property
     def worsened(self) -> bool:
-        """Whether any benchmark worsened (statistical verdict)."""
+        """Whether any benchmark worsened (statistical verdict).
+
+        Example:
+            >>> Comparison(rows=(BenchmarkChange("a", "a", Verdict.WORSENED),)).worsened
+            True
+        """
         return any(r.verdict is Verdict.WORSENED for r in self.rows)
 
     def to_dict(self) -> dict[str, Any]:
@@ -283,6 +318,7 @@ def _run_meta(df: pd.DataFrame) -> dict[str, Any]:
         "commit": commit.get("id"),
         "branch": commit.get("branch"),
         "datetime": df.attrs.get("datetime"),
+        "environment": run_environment(df.attrs),
     }
 
 

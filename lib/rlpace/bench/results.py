@@ -51,7 +51,14 @@ import pandas as pd
 from rlpace.bench.errors import BenchInputError, EnvironmentMismatchError
 from rlpace.bench.stats import median_interval, summarize
 
-__all__ = ["COLUMNS", "load_results", "merge_runs", "results_from_records"]
+__all__ = [
+    "COLUMNS",
+    "environment_differences",
+    "load_results",
+    "merge_runs",
+    "results_from_records",
+    "run_environment",
+]
 
 COLUMNS = (
     "fullname",
@@ -440,13 +447,36 @@ def _js_timestamp(value: Any) -> str | None:
 _ENVIRONMENT_KEYS = ("node", "machine", "system", "python_version", "python_implementation")
 
 
-def _environment(attrs: Mapping[str, Any]) -> dict[str, Any]:
+def run_environment(attrs: Mapping[str, Any]) -> dict[str, Any]:
+    """What must match for two runs to be comparable: host, machine, OS, Python, CPU.
+
+    Read from a results table's ``attrs`` (``machine_info``); keys the file does not
+    record are left out.
+
+    Example:
+        >>> run_environment({"machine_info": {"node": "ci-1", "python_version": "3.11.7",
+        ...                                    "cpu": {"brand_raw": "AMD EPYC"}}})
+        {'node': 'ci-1', 'python_version': '3.11.7', 'cpu': 'AMD EPYC'}
+    """
     info = attrs.get("machine_info") or {}
     env = {k: info.get(k) for k in _ENVIRONMENT_KEYS if info.get(k) is not None}
-    brand = (info.get("cpu") or {}).get("brand_raw") if isinstance(info.get("cpu"), dict) else None
+    cpu = info.get("cpu")
+    brand = cpu.get("brand_raw") if isinstance(cpu, dict) else None
     if brand:
         env["cpu"] = brand
     return env
+
+
+def environment_differences(
+    a: Mapping[str, Any], b: Mapping[str, Any]
+) -> dict[str, tuple[Any, Any]]:
+    """Keys both environments record but with different values.
+
+    Example:
+        >>> environment_differences({"node": "a", "cpu": "x"}, {"node": "b"})
+        {'node': ('a', 'b')}
+    """
+    return {k: (a[k], b[k]) for k in sorted(a.keys() & b.keys()) if a[k] != b[k]}
 
 
 def merge_runs(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
@@ -479,12 +509,11 @@ def merge_runs(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
     frames = list(frames)
     if not frames:
         raise BenchInputError("merge_runs: expected at least one results table, got none")
-    first_env = _environment(frames[0].attrs)
+    first_env = run_environment(frames[0].attrs)
     for frame in frames[1:]:
-        env = _environment(frame.attrs)
-        diff = {k for k in first_env.keys() & env.keys() if first_env[k] != env[k]}
+        diff = environment_differences(first_env, run_environment(frame.attrs))
         if diff:
-            detail = ", ".join(f"{k}: {first_env[k]!r} vs {env[k]!r}" for k in sorted(diff))
+            detail = ", ".join(f"{k}: {a!r} vs {b!r}" for k, (a, b) in diff.items())
             raise EnvironmentMismatchError(
                 f"merge_runs: {frame.attrs.get('source') or 'a run'} was measured in another "
                 f"environment than {frames[0].attrs.get('source') or 'the first run'} ({detail}); "
