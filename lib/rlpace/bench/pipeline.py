@@ -652,7 +652,10 @@ def _write_reports(
             title=_title(set_name, base),
             max_chars=GITHUB_COMMENT_LIMIT - len(marker) - 1,
         )
-        path.write_text(f"{marker}\n{text}\n", encoding="utf-8")
+        first, _, rest = text.partition("\n")
+        if not first.startswith("<!--"):  # a style without the report marker
+            first, rest = "", text
+        path.write_text("\n".join(x for x in (first, marker, rest) if x) + "\n", "utf-8")
         written.append(path)
     data = comparison.to_dict()
     data["pipeline"] = _pipeline_meta(set_name, runs, base)
@@ -667,8 +670,10 @@ def _write_reports(
 
 def _write_skipped(out_dir: Path, set_name: str, runs: SideRuns, base: BaseCheckout) -> SetOutcome:
     md = out_dir / f"{set_name}.md"
+    from rlpace.bench.render import REPORT_MARKER
+
     text = (
-        f"{set_marker(set_name)}\n<!-- rlpace-bench-report -->\n## {_title(set_name, base)}\n\n"
+        f"{REPORT_MARKER}\n{set_marker(set_name)}\n## {_title(set_name, base)}\n\n"
         f"Skipped: {runs.skipped}.\n"
     )
     md.write_text(text, encoding="utf-8")
