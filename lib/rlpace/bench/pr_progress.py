@@ -26,7 +26,8 @@ class RichProgress(ProgressSink):
 
     Example:
         >>> from rich.console import Console
-        >>> with RichProgress(Console(file=open("/dev/null", "w"))) as p:
+        >>> import io
+        >>> with RichProgress(Console(file=io.StringIO())) as p:
         ...     p.set_started("cpu", 2)
     """
 
