@@ -352,7 +352,7 @@ def run_calibration(
         0.0
     """
     from rlpace.bench.compare import Verdict, compare_runs
-    from rlpace.bench.pipeline import _environ, repository_root, suite_present
+    from rlpace.bench.pipeline import extra_environ, repository_root, suite_present
     from rlpace.bench.results import load_results, merge_runs
     from rlpace.bench.runner import RunSettings, run
     from rlpace.bench.suite import SLOWDOWN_ENV
@@ -377,7 +377,7 @@ def run_calibration(
     for done, (kind, j) in enumerate(schedule, start=1):
         output = runs_dir / f"{kind}-{j}.json"
         env = {SLOWDOWN_ENV: config.inject or ""} if kind == "slow" else base_env
-        with _environ(env):
+        with extra_environ(env):
             outcome = run(
                 set_name=config.set_name,
                 output=output,
