@@ -217,6 +217,9 @@ def prepare_base_python(
     key = requirements_hash(base_tree)
     if mode == "auto":
         mode = "overlay" if key == requirements_hash(head_tree) else "full"
+    if mode == "overlay":  # an overlay is only valid over the head environment it was made for
+        head_site = sysconfig.get_paths()["purelib"]
+        key += "-" + hashlib.sha256(head_site.encode()).hexdigest()[:8]
     env_dir = cache_dir / "venvs" / f"{mode}-{key}"
     ready = env_dir / ".rlpace-ready"
     python = _venv_python(env_dir)
