@@ -73,11 +73,9 @@ def test_config_rejects_a_pool_smaller_than_one_comparison():
 
 def test_aa_on_a_tiny_suite(tiny_suite, monkeypatch, capsys):
     monkeypatch.chdir(tiny_suite)
-    code = cli_main(
-        ["aa", "--runs", "3", "--repeats", "1", "--pool", "3", "--max-time", "0.05"]
-        + ["--inject", "test_beta=0.5"]
-    )
-    assert code == 0
+    args = ["aa", "--runs", "3", "--repeats", "1", "--pool", "3", "--max-time", "0.05"]
+    args += ["--inject", "test_beta=0.5"]
+    assert cli_main(args) == 0
     printed = capsys.readouterr().out
     assert "A/A calibration, cpu set: 3 comparisons of 1 runs per side (pool of 3 runs)" in printed
 
@@ -114,6 +112,14 @@ def test_aa_on_a_tiny_suite(tiny_suite, monkeypatch, capsys):
     }
     md = (tiny_suite / "reports" / "aa" / "cpu.md").read_text()
     assert md == format_calibration(cal) and "`test_beta`" in md
+    assert 0.0 <= cal.bare_threshold_rate <= 1.0 and 0.0 <= cal.bare_threshold_share <= 1.0
+
+    # the figures can be recomputed from the same files without running anything again
+    before = {p: p.stat().st_mtime_ns for p in runs_dir.glob("*.json")}
+    assert cli_main([*args, "--reuse-runs"]) == 0
+    again = read_calibration(tiny_suite / "reports" / "aa" / "cpu.json")
+    assert [b.changes_pct for b in again.benchmarks] == [b.changes_pct for b in cal.benchmarks]
+    assert {p: p.stat().st_mtime_ns for p in runs_dir.glob("*.json")} == before
 
 
 def test_reading_a_foreign_file_says_what_to_do(tmp_path):

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import random
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -132,6 +131,8 @@ class CalibrationConfig:
     """:class:`~rlpace.bench.runner.RunSettings`; default ones when None."""
     seed: int = 0
     """Seed of the random assignment of pool runs to comparisons."""
+    reuse_runs: bool = False
+    """Recompute the figures from the pool files of an earlier run instead of running."""
 
     def __post_init__(self) -> None:
         if self.runs < 1 or self.repeats < 1:
@@ -219,6 +220,11 @@ class Calibration:
     false_alarm_rate_calibrated: float
     """The same with calibrated noise (held out: each judged by the others' noise)."""
     benchmarks: tuple[BenchmarkNoise, ...]
+    bare_threshold_rate: float = math.nan
+    """The seed bot's rule, ops change beyond ±threshold: fraction of A/A comparisons
+    where it flags anything."""
+    bare_threshold_share: float = math.nan
+    """The seed bot's rule: mean share of benchmarks it flags per A/A comparison."""
     inject: str | None = None
     environment: Mapping[str, Any] = field(default_factory=dict)
     draws: tuple[tuple[tuple[int, ...], tuple[int, ...]], ...] = ()
@@ -312,6 +318,8 @@ def read_calibration(path: Path) -> Calibration:
         false_alarm_rate=float(data["false_alarm_rate"]),
         false_alarm_rate_calibrated=float(data["false_alarm_rate_calibrated"]),
         benchmarks=benchmarks,
+        bare_threshold_rate=num(data.get("bare_threshold_rate")),
+        bare_threshold_share=num(data.get("bare_threshold_share")),
         inject=data.get("inject"),
         environment=data.get("environment") or {},
         draws=tuple((tuple(a), tuple(b)) for a, b in data.get("draws", [])),
@@ -363,8 +371,9 @@ def run_calibration(
     settings = config.settings or RunSettings()
     runs_dir = repo / "build" / "rlpace-bench" / "aa" / config.set_name
     runs_dir.mkdir(parents=True, exist_ok=True)
-    for stale in runs_dir.glob("*.json"):
-        stale.unlink()
+    if not config.reuse_runs:
+        for stale in runs_dir.glob("*.json"):
+            stale.unlink()
     clean_n = config.effective_pool
     slow_n = config.repeats * config.runs if config.inject else 0
     # interleave clean and slowed runs (ABBA) so drift hits both pools alike
@@ -373,10 +382,17 @@ def run_calibration(
         pair = [("clean", i), ("slow", i)] if i % 2 == 0 else [("slow", i), ("clean", i)]
         schedule += [(kind, j) for kind, j in pair if j < (clean_n if kind == "clean" else slow_n)]
     frames: dict[str, list[Any]] = {"clean": [None] * clean_n, "slow": [None] * slow_n}
-    base_env = {SLOWDOWN_ENV: os.environ.get(SLOWDOWN_ENV, "")}
     for done, (kind, j) in enumerate(schedule, start=1):
         output = runs_dir / f"{kind}-{j}.json"
-        env = {SLOWDOWN_ENV: config.inject or ""} if kind == "slow" else base_env
+        if config.reuse_runs:
+            if not output.is_file():
+                raise BenchInputError(
+                    f"--reuse-runs: expected the earlier run {output}, found none. Fix: run "
+                    "`rlpace-bench aa` with the same --runs/--repeats/--pool/--inject first"
+                )
+            frames[kind][j] = load_results(output)
+            continue
+        env = {SLOWDOWN_ENV: config.inject or ""} if kind == "slow" else {SLOWDOWN_ENV: ""}
         with extra_environ(env):
             outcome = run(
                 set_name=config.set_name,
@@ -424,6 +440,9 @@ def run_calibration(
             comp_mdc[row.fullname].append(row.mdc_pct)
             flagged[row.fullname] += row.verdict in flagged_kinds
     false_alarms = sum(any(r.verdict in flagged_kinds for r in c.rows) for c in aa) / len(aa)
+    bare = [sum(c.threshold_counts()) for c in aa]
+    bare_rate = sum(n > 0 for n in bare) / len(aa)
+    bare_share = sum(n / max(len(c.rows), 1) for n, c in zip(bare, aa)) / len(aa)
 
     def gates(exclude: int | None = None) -> dict[str, tuple[float, float, float]]:
         return {
@@ -494,6 +513,8 @@ def run_calibration(
         false_alarm_rate=false_alarms,
         false_alarm_rate_calibrated=false_alarms_calibrated,
         benchmarks=tuple(benchmarks),
+        bare_threshold_rate=bare_rate,
+        bare_threshold_share=bare_share,
         inject=config.inject,
         environment=_environment_of(runs_dir / "clean-0.json"),
         draws=tuple((tuple(a), tuple(b)) for a, b in draws),
@@ -550,6 +571,9 @@ def format_calibration(calibration: Calibration) -> str:
         f"## A/A calibration, {c.set_name} set: {c.runs} comparisons of {c.repeats} runs "
         f"per side (pool of {c.pool} runs)",
         "",
+        f"- runs flagging anything, bare ±{c.threshold:g}% on ops (seed bot): "
+        f"**{_pct(100 * c.bare_threshold_rate, 0)}** of runs, "
+        f"{_pct(100 * c.bare_threshold_share, 0)} of benchmarks per run",
         f"- runs flagging anything, comparator alone: **{c.false_alarm_rate:.0%}**",
         f"- runs flagging anything, with calibrated noise (held out): "
         f"**{_pct(100 * c.false_alarm_rate_calibrated, 0)}**",

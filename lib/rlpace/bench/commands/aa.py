@@ -35,6 +35,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out-dir", default="reports/aa", help="where <set>.json/.md go")
     parser.add_argument("--max-time", type=float, default=None, help="seconds of rounds per case")
     parser.add_argument("--seed", type=int, default=0, help="seed of the pool assignment")
+    parser.add_argument(
+        "--reuse-runs",
+        action="store_true",
+        help="recompute the figures from the previous run's result files (no new runs)",
+    )
 
 
 def main(args: argparse.Namespace) -> int:
@@ -62,6 +67,7 @@ def main(args: argparse.Namespace) -> int:
         out_dir=Path(args.out_dir),
         settings=settings,
         seed=args.seed,
+        reuse_runs=args.reuse_runs,
     )
     with Progress(console=Console(stderr=True)) as progress:
         task = progress.add_task("A/A suite runs", total=None)
