@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -178,10 +180,8 @@ class Collector:
         self.shutdown()
 
     def __del__(self) -> None:
-        try:
+        with contextlib.suppress(Exception):  # never raise from __del__
             self.shutdown()
-        except Exception:  # noqa: BLE001 - never raise from __del__
-            pass
 
     def __repr__(self) -> str:
         return (
