@@ -19,7 +19,7 @@ from tensordict.nn import TensorDictModule, TensorDictSequential
 from rlpace.bench.suite import SkipCase, Timed, case
 from rlpace.collectors.testing import CountingEnv, make_mlp_policy
 
-FRAMES = 200
+FRAMES = 256
 
 
 class _OneHotArgmax(torch.nn.Module):
@@ -85,3 +85,29 @@ def test_collector_single(impl, env):
         tc = _torchrl_collectors()
         collector = tc.Collector(make_env(), policy, frames_per_batch=FRAMES, total_frames=-1)
     return _throughput(collector, FRAMES)
+
+
+def _multi(impl: str, env: str, sync: bool) -> Timed:
+    env_fns = [env_factory(env, num_envs=8)] * 2
+    policy = make_policy(env)
+    if impl == "rlpace":
+        from rlpace.collectors import MultiCollector
+
+        collector = MultiCollector(env_fns, policy, frames_per_batch=FRAMES, sync=sync)
+    else:
+        tc = _torchrl_collectors()
+        cls = tc.MultiSyncCollector if sync else tc.MultiAsyncCollector
+        collector = cls(env_fns, policy, frames_per_batch=FRAMES, total_frames=-1)
+    return _throughput(collector, FRAMES)
+
+
+@case(params={"impl": ["rlpace", "torchrl"], "env": ["cartpole", "counting"]})
+def test_collector_sync(impl, env):
+    """Two worker processes, each batch gathered from both (counting: 8 envs per worker)."""
+    return _multi(impl, env, sync=True)
+
+
+@case(params={"impl": ["rlpace", "torchrl"], "env": ["cartpole", "counting"]})
+def test_collector_async(impl, env):
+    """Two worker processes, each batch from whichever worker finished first."""
+    return _multi(impl, env, sync=False)

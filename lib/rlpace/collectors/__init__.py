@@ -12,7 +12,8 @@ Example:
     >>> collector.shutdown()
 """
 
+from rlpace.collectors._multi import MultiCollector
 from rlpace.collectors._rollout import EnvStepError, WorkerDiedError
 from rlpace.collectors._single import Collector
 
-__all__ = ["Collector", "EnvStepError", "WorkerDiedError"]
+__all__ = ["Collector", "EnvStepError", "MultiCollector", "WorkerDiedError"]
