@@ -111,3 +111,67 @@ def test_collector_sync(impl, env):
 def test_collector_async(impl, env):
     """Two worker processes, each batch from whichever worker finished first."""
     return _multi(impl, env, sync=False)
+
+
+def _async_batched_env_fns(env: str, envs: int) -> list:
+    if env == "sleep2ms":
+        return [functools.partial(CountingEnv, step_sleep=0.002)] * envs
+    return [env_factory(env)] * envs
+
+
+@case(
+    params={
+        "impl": ["rlpace", "torchrl"],
+        "backend": ["threading"],
+        "transport": ["slot", "queue"],
+        "envs": [8],
+        "env": ["counting", "cartpole", "sleep2ms"],
+    }
+)
+def test_async_batched(impl, backend, transport, envs, env):
+    """Envs stepping on their own, one inference server batching their requests.
+
+    ``sleep2ms`` sleeps 2 ms per step (a slow simulator); it waits for
+    ``min_batch_size=envs // 2`` requests per forward pass (``extra_info`` records the
+    mean batch size reached). torchrl's twin has one transport for threads, so it
+    runs only with ``transport="slot"``.
+    """
+    env_fns = _async_batched_env_fns(env, envs)
+    policy = make_policy("cartpole" if env == "cartpole" else "counting")
+    min_batch = envs // 2 if env == "sleep2ms" else 1
+    if impl == "rlpace":
+        from rlpace.collectors import AsyncBatchedCollector
+
+        collector = AsyncBatchedCollector(
+            env_fns,
+            policy,
+            frames_per_batch=FRAMES,
+            backend=backend,
+            transport=transport,
+            min_batch_size=min_batch,
+            server_timeout=0.005,
+        )
+        timed = _throughput(collector, FRAMES, min_batch_size=min_batch)
+        inner = timed.fn
+
+        def one_batch() -> None:
+            inner()
+            timed.extra_info["mean_batch_size"] = collector.server_stats().mean_batch_size
+
+        timed.fn = one_batch
+        return timed
+    if transport != "slot":
+        raise SkipCase("torchrl's AsyncBatchedCollector has no queue transport for threads")
+    tc = _torchrl_collectors()
+    if not hasattr(tc, "AsyncBatchedCollector"):
+        raise SkipCase("torchrl 0.14.1 has no AsyncBatchedCollector")
+    collector = tc.AsyncBatchedCollector(
+        env_fns,
+        policy=policy,
+        frames_per_batch=FRAMES,
+        total_frames=-1,
+        backend=backend,
+        min_batch_size=min_batch,
+        server_timeout=0.005,
+    )
+    return _throughput(collector, FRAMES, min_batch_size=min_batch)

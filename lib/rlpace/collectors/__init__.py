@@ -12,8 +12,28 @@ Example:
     >>> collector.shutdown()
 """
 
+from rlpace.collectors._async_batched import AsyncBatchedCollector
 from rlpace.collectors._multi import MultiCollector
 from rlpace.collectors._rollout import EnvStepError, WorkerDiedError
+from rlpace.collectors._server import InferenceServer, ServerStats
 from rlpace.collectors._single import Collector
+from rlpace.collectors._transports import (
+    SlotTransport,
+    ThreadingTransport,
+    Transport,
+    TransportClosed,
+)
 
-__all__ = ["Collector", "EnvStepError", "MultiCollector", "WorkerDiedError"]
+__all__ = [
+    "AsyncBatchedCollector",
+    "Collector",
+    "EnvStepError",
+    "InferenceServer",
+    "MultiCollector",
+    "ServerStats",
+    "SlotTransport",
+    "ThreadingTransport",
+    "Transport",
+    "TransportClosed",
+    "WorkerDiedError",
+]
