@@ -15,6 +15,7 @@ batch) and :meth:`~Transport.write_responses` (scatter, wake the clients).
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 import time
@@ -248,10 +249,8 @@ class ThreadingTransport(Transport):
     def close(self) -> None:
         self._closed = True
         for q in self._responses:
-            try:
+            with contextlib.suppress(queue.Full):
                 q.put_nowait(None)
-            except queue.Full:
-                pass
 
 
 def make_transport(kind: str | Transport | None, num_slots: int) -> Transport:
