@@ -122,8 +122,8 @@ def _async_batched_env_fns(env: str, envs: int) -> list:
 @case(
     params={
         "impl": ["rlpace", "torchrl"],
-        "backend": ["threading"],
-        "transport": ["slot", "queue"],
+        "backend": ["threading", "multiprocessing"],
+        "transport": ["slot", "queue", "shm"],
         "envs": [8],
         "env": ["counting", "cartpole", "sleep2ms"],
     }
@@ -133,9 +133,12 @@ def test_async_batched(impl, backend, transport, envs, env):
 
     ``sleep2ms`` sleeps 2 ms per step (a slow simulator); it waits for
     ``min_batch_size=envs // 2`` requests per forward pass (``extra_info`` records the
-    mean batch size reached). torchrl's twin has one transport for threads, so it
-    runs only with ``transport="slot"``.
+    mean batch size reached). Threads use ``slot`` or ``queue``, processes ``shm``;
+    torchrl's twin runs with its own default transport under the ``slot``/``shm`` ids.
     """
+    valid = {"threading": ("slot", "queue"), "multiprocessing": ("shm",)}
+    if transport not in valid[backend]:
+        raise SkipCase(f"{backend} envs use transports {valid[backend]}, not {transport!r}")
     env_fns = _async_batched_env_fns(env, envs)
     policy = make_policy("cartpole" if env == "cartpole" else "counting")
     min_batch = envs // 2 if env == "sleep2ms" else 1
@@ -147,7 +150,7 @@ def test_async_batched(impl, backend, transport, envs, env):
             policy,
             frames_per_batch=FRAMES,
             backend=backend,
-            transport=transport,
+            transport=None if transport == "shm" else transport,
             min_batch_size=min_batch,
             server_timeout=0.005,
         )
@@ -160,7 +163,7 @@ def test_async_batched(impl, backend, transport, envs, env):
 
         timed.fn = one_batch
         return timed
-    if transport != "slot":
+    if transport == "queue":
         raise SkipCase("torchrl's AsyncBatchedCollector has no queue transport for threads")
     tc = _torchrl_collectors()
     if not hasattr(tc, "AsyncBatchedCollector"):

@@ -118,3 +118,43 @@ def test_server_drains_pending_requests_up_to_max(transport_cls):
     assert (stats.requests, stats.batches) == (5, 2)
     with pytest.raises(ValueError, match="max_batch_size"):
         InferenceServer(make_mlp_policy(), transport, min_batch_size=4, max_batch_size=2)
+
+
+def test_process_backend_serves_env_processes_through_shared_memory(check_trajectories):
+    import multiprocessing as mp
+
+    env_fns = [functools.partial(CountingEnv, max_steps=3)] * 3
+    c = AsyncBatchedCollector(
+        env_fns,
+        make_mlp_policy(),
+        frames_per_batch=24,
+        total_frames=48,
+        backend="multiprocessing",
+    )
+    batches = list(c)
+    assert [b.numel() for b in batches] == [24, 24]
+    for batch in batches:
+        env_ids = batch["collector", "env_ids"]
+        assert torch.equal(env_ids, env_ids.sort().values)
+        check_trajectories(batch)
+        with torch.no_grad():
+            expected = c.policy.module(batch["observation"])
+        assert torch.allclose(batch["action"], expected, atol=1e-5)
+    assert c.server_stats().requests >= 48
+    c.shutdown()
+    c.shutdown()
+    assert mp.active_children() == []
+
+
+def test_process_backend_env_error_stops_everything():
+    import multiprocessing as mp
+
+    env_fns = [functools.partial(CountingEnv, max_steps=50)] * 2
+    env_fns[1] = functools.partial(CountingEnv, max_steps=50, fail_at_step=4)
+    c = AsyncBatchedCollector(
+        env_fns, make_mlp_policy(), frames_per_batch=40, backend="multiprocessing"
+    )
+    with pytest.raises(EnvStepError, match="env 1 raised RuntimeError"):
+        c.next()
+    assert mp.active_children() == []
+    assert c.server._thread is None

@@ -26,7 +26,10 @@ from rlpace.collectors._transports import TransportClosed, make_transport
 
 BACKENDS = ("threading", "multiprocessing", "ray")
 #: (env_backend, policy_backend) pairs that run; anything else fails at construction.
-SUPPORTED = {("threading", "threading"): "threads for envs and server"}
+SUPPORTED = {
+    ("threading", "threading"): "env threads, SlotTransport or ThreadingTransport",
+    ("multiprocessing", "multiprocessing"): "env processes, SharedMemorySlotTransport",
+}
 
 
 def resolve_backends(
@@ -120,6 +123,7 @@ class AsyncBatchedCollector:
         max_batch_size: int | None = None,
         server_timeout: float = 0.002,
         replay_buffer: Any | None = None,
+        start_method: str | None = None,
     ) -> None:
         who = type(self).__name__
         self._closed = True
@@ -143,13 +147,29 @@ class AsyncBatchedCollector:
         self.replay_buffer = replay_buffer
         self.frames = 0
         self.num_envs = len(env_fns)
-        self.transport = make_transport(transport, self.num_envs)
-        self.server = InferenceServer(
-            self.policy, self.transport, min_batch_size, max_batch_size, server_timeout
-        )
+        self.server_timeout = server_timeout
+        self._batch_limits = (min_batch_size, max_batch_size)
         in_keys = getattr(self.policy, "in_keys", None)
         self._request_keys = list(in_keys) if in_keys else None
-        self._envs = []
+        self._envs: list[Any] = []
+        self._pool: Any = None
+        self._leftover: TensorDictBase | None = None
+        self._results: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._credits = threading.Semaphore(2 * frames_per_batch)
+        self._stop = threading.Event()
+        self._traj_counter = itertools.count()
+        self._error: tuple[int, BaseException] | None = None
+        if self.env_backend == "threading":
+            self._start_threads(env_fns, transport)
+        else:
+            self._start_processes(env_fns, transport, start_method)
+
+    def _start_threads(self, env_fns: Sequence[Callable[[], Any]], transport: Any) -> None:
+        who = type(self).__name__
+        self.transport = make_transport(transport, self.num_envs)
+        self.server = InferenceServer(
+            self.policy, self.transport, *self._batch_limits, self.server_timeout
+        )
         try:
             for i, fn in enumerate(env_fns):
                 env, _ = resolve_env(fn, who)
@@ -162,11 +182,6 @@ class AsyncBatchedCollector:
         except Exception:
             self._close_envs()
             raise
-        self._results: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._credits = threading.Semaphore(2 * frames_per_batch)
-        self._stop = threading.Event()
-        self._traj_counter = itertools.count()
-        self._error: tuple[int, BaseException] | None = None
         self._closed = False
         self.server.start()
         for slot, env in enumerate(self._envs):
@@ -175,6 +190,54 @@ class AsyncBatchedCollector:
             )
             thread.start()
             self._threads.append(thread)
+
+    def _start_processes(
+        self, env_fns: Sequence[Callable[[], Any]], transport: Any, start_method: str | None
+    ) -> None:
+        import multiprocessing as mp
+
+        from rlpace.collectors._multi import MultiCollector, default_start_method
+        from rlpace.collectors._rollout import direct_policy, policy_context
+        from rlpace.collectors._shm_transport import RemotePolicy, SharedMemorySlotTransport
+
+        who = type(self).__name__
+        if transport not in (None, "shm"):
+            raise ValueError(
+                f"{who}: env processes use the shared-memory slot transport; "
+                f"got transport={transport!r}. Pass transport=None or 'shm'."
+            )
+        ctx = mp.get_context(start_method or default_start_method())
+        probe, owned = resolve_env(env_fns[0], who)
+        try:
+            if probe.batch_size:
+                raise ValueError(
+                    f"{who}: env 0 is batched (batch_size={list(probe.batch_size)}); "
+                    "give one unbatched env per slot, the server does the batching"
+                )
+            root = probe.reset()
+        finally:
+            if owned:
+                probe.close()
+        keys = self._request_keys
+        request = root.select(*keys) if keys else root
+        with policy_context(self.policy):
+            out = direct_policy(self.policy)(request.clone())
+        response = out.exclude(*request.keys(True, True))
+        self.transport = SharedMemorySlotTransport(self.num_envs, request, response, ctx)
+        self.server = InferenceServer(
+            self.policy, self.transport, *self._batch_limits, self.server_timeout
+        )
+        remote = RemotePolicy(self.policy, self.transport, keys)
+        chunk = max(1, self.frames_per_batch // (2 * self.num_envs))
+        self._pool = MultiCollector(
+            list(env_fns),
+            remote,
+            frames_per_batch=chunk,
+            sync=False,
+            start_method=start_method,
+        )
+        self._closed = False
+        self.server.start()
 
     def _env_loop(self, slot: int, env: Any) -> None:
         transport = self.transport
@@ -235,6 +298,35 @@ class AsyncBatchedCollector:
         want = self.frames_per_batch
         if self.total_frames != -1:
             want = min(want, self.total_frames - self.frames)
+        batch = (
+            self._next_from_pool(want) if self._pool is not None else self._next_from_threads(want)
+        )
+        self.frames += batch.numel()
+        if self.replay_buffer is not None:
+            self.replay_buffer.extend(batch)
+            return None
+        return batch
+
+    def _next_from_pool(self, want: int) -> TensorDictBase:
+        parts = [] if self._leftover is None else [self._leftover]
+        have = sum(p.numel() for p in parts)
+        try:
+            while have < want:
+                if self.server.error is not None:
+                    self._raise_if_failed()
+                part = self._pool.next()
+                parts.append(part)
+                have += part.numel()
+        except BaseException:
+            self.shutdown()
+            raise
+        frames = torch.cat(parts, 0)
+        self._leftover = frames[want:] if have > want else None
+        batch = frames[:want]
+        order = torch.sort(batch.get(ENV_KEY), stable=True).indices
+        return batch[order]
+
+    def _next_from_threads(self, want: int) -> TensorDictBase:
         frames, slots, trajs = [], [], []
         get = self._results.get
         while len(frames) < want:
@@ -256,12 +348,7 @@ class AsyncBatchedCollector:
         batch.set(ENV_KEY, env_ids)
         batch.set(TRAJ_KEY, torch.tensor(trajs))
         order = torch.sort(env_ids, stable=True).indices
-        batch = batch[order]
-        self.frames += batch.numel()
-        if self.replay_buffer is not None:
-            self.replay_buffer.extend(batch)
-            return None
-        return batch
+        return batch[order]
 
     def server_stats(self) -> ServerStats:
         """The inference server's counts and latency percentiles so far."""
@@ -282,12 +369,17 @@ class AsyncBatchedCollector:
 
     def shutdown(self) -> None:
         """Stop the server and every env thread, close the envs; idempotent."""
-        if self._closed and not self._threads:
+        if self._closed and not self._threads and getattr(self, "_pool", None) is None:
             return
         self._closed = True
         self._stop.set()
-        self.transport.close()
-        self.server.stop()
+        if getattr(self, "transport", None) is not None:
+            self.transport.close()
+        if getattr(self, "server", None) is not None:
+            self.server.stop()
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
         self._credits.release(len(self._threads) + 1)
         for thread in self._threads:
             thread.join(2.0)

@@ -96,6 +96,9 @@ def _worker_main(
     try:
         if policy_factory is not None:
             policy = policy_factory()
+        bind = getattr(policy, "bind_worker", None)
+        if bind is not None:
+            policy = bind(index)  # e.g. a client of an inference server, one slot per worker
         seen = -1
         if weights is not None:
             seen = weights.pull(policy, seen)
