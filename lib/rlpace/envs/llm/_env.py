@@ -362,7 +362,7 @@ class LLMEnv(EnvBase):
     def _read_action(self, td: TensorDictBase) -> tuple[list[str] | None, list[list[int]] | None]:
         n = self.batch_size[0]
         text = td.get("text_response", None)
-        if isinstance(td, LazyStackedTensorDict) and "tokens_response" in td.keys():
+        if isinstance(td, LazyStackedTensorDict) and "tokens_response" in td:
             tokens = td.get("tokens_response", as_list=True)
         else:
             tokens = td.get("tokens_response", None)
