@@ -43,8 +43,9 @@ class LLMEnv(EnvBase):
         lazy stack of per-element tensordicts (torchrl's convention for ragged data):
         ``td[i]["tokens"]`` is element ``i``'s ids, ``td.get("tokens", as_list=True)``
         all of them, ``as_nested_tensor=True`` a jagged nested tensor; no padding
-        anywhere. With ``padded=True``: ``[B, L]`` tensors *left*-padded with the pad
-        token, and a boolean mask. ``prompt_truncated`` (``[B, 1]``) is
+        anywhere. With ``padded=True``: ``[B, max_length]`` tensors *left*-padded with
+        the pad token, and a boolean mask; the fixed width makes every step's output
+        the same shape, so rollouts and collectors can stack them densely. ``prompt_truncated`` (``[B, 1]``) is
         True where the prompt was cut to ``max_length`` tokens (see below).
 
     Actions:
@@ -181,8 +182,9 @@ class LLMEnv(EnvBase):
             "prompt_truncated": Unbounded(shape=(*B, 1), dtype=torch.bool),
         }
         if self.codec is not None:
-            obs["tokens"] = Unbounded(shape=(*B, -1), dtype=torch.long)
-            obs["attention_mask"] = Unbounded(shape=(*B, -1), dtype=torch.bool)
+            width = self.max_length if self.padded else -1  # -1: ragged
+            obs["tokens"] = Unbounded(shape=(*B, width), dtype=torch.long)
+            obs["attention_mask"] = Unbounded(shape=(*B, width), dtype=torch.bool)
         self.observation_spec = Composite(obs, shape=B)
         if self.from_text:
             self.action_spec = NonTensor(shape=B, example_data="response")
@@ -303,7 +305,7 @@ class LLMEnv(EnvBase):
         else:
             out = TensorDict(batch_size=self.batch_size)
             if self.codec is not None:
-                tokens, mask = _left_pad(self._ids, self.codec.pad_token_id)
+                tokens, mask = _left_pad(self._ids, self.codec.pad_token_id, self.max_length)
                 out.set("tokens", tokens)
                 out.set("attention_mask", mask)
         out.set("text", NonTensorStack(*self._texts, batch_size=[n]))
@@ -459,10 +461,11 @@ def _as_id_lists(value: Any, n: int, mask: Any, pad_id: int | None) -> list[list
     return out
 
 
-def _left_pad(seqs: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``[B, L]`` ids left-padded with ``pad_id`` and the boolean mask of real tokens."""
+def _left_pad(
+    seqs: Sequence[Sequence[int]], pad_id: int, width: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``[B, width]`` ids left-padded with ``pad_id`` and the boolean mask of real tokens."""
     lengths = torch.tensor([len(s) for s in seqs], dtype=torch.long)
-    width = int(lengths.max()) if len(seqs) else 0
     mask = torch.arange(width).expand(len(seqs), width) >= (width - lengths).unsqueeze(1)
     out = torch.full((len(seqs), width), pad_id, dtype=torch.long)
     out[mask] = torch.tensor([t for s in seqs for t in s], dtype=torch.long)

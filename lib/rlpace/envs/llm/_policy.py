@@ -30,8 +30,8 @@ class TransformersPolicy(TensorDictModuleBase):
       response token, aligned with ``tokens_response``.
 
     Ragged input gives ragged output (one tensor per element); padded input gives
-    ``[B, T]`` outputs right-padded with the pad id, plus ``response_mask``; the
-    log-probs of padding positions are exactly 0. The log-probs are the model's
+    ``[B, max_new_tokens]`` outputs right-padded with the pad id, plus
+    ``response_mask``; the log-probs of padding positions are exactly 0. The log-probs are the model's
     softmax over the allowed tokens, which is the sampling distribution for plain
     sampling (the default here: ``top_k=0``, ``top_p=1``, temperature 1).
 
@@ -153,6 +153,15 @@ class TransformersPolicy(TensorDictModuleBase):
                 **kwargs,
             )
         response = out.sequences[:, ids.shape[1] :]
+        logits_steps = list(out.logits) if self.return_log_probs else []
+        target = kwargs.get("max_new_tokens")
+        if isinstance(target, int) and response.shape[1] < target:
+            # generation stopped early for every row: pad to the fixed response width
+            extra = target - response.shape[1]
+            fill = response.new_full((response.shape[0], extra), self.codec.pad_token_id)
+            response = torch.cat([response, fill], dim=1)
+            if logits_steps:
+                logits_steps += [torch.zeros_like(logits_steps[0])] * extra
         is_eos = response == self.codec.eos_token_id
         width = response.shape[1]
         first_eos = torch.where(is_eos.any(1), is_eos.float().argmax(1), width)
@@ -161,7 +170,7 @@ class TransformersPolicy(TensorDictModuleBase):
         response = response.masked_fill(~resp_mask, self.codec.pad_token_id)
         log_probs = None
         if self.return_log_probs:
-            logits = torch.stack(out.logits, dim=1).float()
+            logits = torch.stack(logits_steps, dim=1).float()
             log_probs = self._gather_log_probs(logits, response, resp_mask)
         lengths_list = lengths.tolist()
         rows = [r[:n].cpu() for r, n in zip(response, lengths_list)]
