@@ -34,3 +34,7 @@ bench-quick: $(STAMP)
 
 clean:
 	rm -rf reports/pr reports/bench build *.egg-info lib/*.egg-info
+
+## Proof that the trainers learn: PPO on CartPole-v1 and SAC on Pendulum-v1 to their targets.
+learn: $(STAMP)
+	$(PY) -m rlpace.train --learn reports/learning.md

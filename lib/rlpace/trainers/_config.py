@@ -355,7 +355,7 @@ def config_from_dict(data: dict[str, Any]) -> PPOConfig | SACConfig:
         ...
         rlpace.trainers._config.ConfigError: trainer.total_frame: expected a key of TrainerConfig, got 'total_frame'; remove it or fix its spelling
     """
-    from omegaconf import DictConfig, OmegaConf
+    from omegaconf import OmegaConf
     from omegaconf import errors as oc_errors
 
     data = dict(data)
@@ -364,16 +364,7 @@ def config_from_dict(data: dict[str, Any]) -> PPOConfig | SACConfig:
         raise ConfigError("algo", f"one of {sorted(SCHEMAS)}", algo, "pass algo=ppo or algo=sac")
     for key in _missing_keys(data):
         raise ConfigError(key, "a value", "???", f"set {key}=<value>")
-    schema = OmegaConf.structured(SCHEMAS[algo])
-
-    def thaw(node: DictConfig) -> None:  # frozen dataclasses are read-only nodes
-        OmegaConf.set_readonly(node, False)
-        for key in node:
-            child = node._get_node(key)
-            if isinstance(child, DictConfig):
-                thaw(child)
-
-    thaw(schema)
+    schema = _thawed_schema(SCHEMAS[algo])
     try:
         merged = OmegaConf.merge(schema, OmegaConf.create(data))
         return OmegaConf.to_object(merged)
@@ -395,6 +386,22 @@ def config_from_dict(data: dict[str, Any]) -> PPOConfig | SACConfig:
             str(exc).splitlines()[0],
             f"see the field of {SCHEMAS[algo].__name__}",
         ) from None
+
+
+def _thawed_schema(schema: type) -> Any:
+    """The schema as a typed OmegaConf node that merges accept (frozen ones are read-only)."""
+    from omegaconf import DictConfig, OmegaConf
+
+    def thaw(node: DictConfig) -> None:
+        OmegaConf.set_readonly(node, False)
+        for key in node:
+            child = node._get_node(key)
+            if isinstance(child, DictConfig):
+                thaw(child)
+
+    node = OmegaConf.structured(schema)
+    thaw(node)
+    return node
 
 
 def _missing_keys(data: dict[str, Any], prefix: str = "") -> list[str]:
@@ -426,7 +433,8 @@ def register_configs() -> None:
 
     store = ConfigStore.instance()
     for name, schema in SCHEMAS.items():
-        store.store(group="schema", name=name, node=schema)
+        # a typed node, not the frozen class: Hydra must be able to apply overrides to it
+        store.store(group="schema", name=name, node=_thawed_schema(schema))
 
 
 def load_config(overrides: list[str] | tuple[str, ...] = ()) -> PPOConfig | SACConfig:
@@ -454,7 +462,9 @@ def load_config(overrides: list[str] | tuple[str, ...] = ()) -> PPOConfig | SACC
     register_configs()
     try:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
-            composed = compose(config_name="train", overrides=list(overrides))
+            composed = compose(
+                config_name="train", overrides=list(overrides), return_hydra_config=True
+            )
     except HydraException as exc:
         message = str(exc)
         bad = next((o for o in overrides if o.split("=")[0].lstrip("+~") in message), None)
@@ -465,7 +475,16 @@ def load_config(overrides: list[str] | tuple[str, ...] = ()) -> PPOConfig | SACC
                 bad,
                 "check its spelling (see rlpace/trainers/conf)",
             ) from None
+        if bad is not None and "Error merging override" in message:
+            key, _, value = bad.partition("=")
+            detail = str(exc.__cause__ or message).splitlines()[0]
+            raise ConfigError(
+                key, "a value of the field's declared type", value, f"fix it ({detail.strip()})"
+            ) from None
         raise ConfigError(
             "overrides", "valid Hydra overrides", list(overrides), message.splitlines()[0]
         ) from None
-    return config_from_dict(OmegaConf.to_container(composed, resolve=True))
+    algo = composed.hydra.runtime.choices.get("algo")
+    data = OmegaConf.to_container(composed, resolve=False)
+    data.pop("hydra", None)
+    return config_from_dict({**data, "algo": algo})
