@@ -63,3 +63,7 @@ docs: $(STAMP)
 .PHONY: docs-screenshot
 docs-screenshot: docs
 	bash docs/screenshot.sh docs/_build/html reports/docs
+
+## Proof that the trainers learn: PPO on CartPole-v1 and SAC on Pendulum-v1 to their targets.
+learn: $(STAMP)
+	$(PY) -m rlpace.train --learn reports/learning.md
