@@ -40,7 +40,6 @@ extensions = [
 
 source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
 root_doc = "index"
-templates_path = ["_templates"]
 exclude_patterns = ["_build", "examples", "Thumbs.db", ".DS_Store"]
 
 # -- MyST ---------------------------------------------------------------------------
@@ -48,9 +47,9 @@ myst_enable_extensions = ["colon_fence", "deflist", "fieldlist", "attrs_inline"]
 myst_heading_anchors = 3
 
 # -- autodoc / autosummary / napoleon -------------------------------------------------
-autosummary_generate = True
-autosummary_imported_members = False
-autosummary_ignore_module_all = False  # a module's public surface is its __all__
+# The API pages are written by the rlpace_docs extension (one page per public module);
+# autosummary only draws their summary tables.
+autosummary_generate = False
 autodoc_default_options = {"member-order": "bysource"}
 autodoc_typehints = "signature"
 autodoc_preserve_defaults = True
