@@ -106,14 +106,16 @@ def _shared_array(path: Path, dtype: np.dtype, shape: tuple[int, ...], fill=None
     Call with the directory's lock held when the file may not exist yet.
     """
     if path.exists():
-        return np.memmap(path, dtype=dtype, mode="r+", shape=shape)
+        # a plain ndarray view of the mapping: np.memmap's Python-level subclass hooks
+        # would cost microseconds on every slice
+        return np.asarray(np.memmap(path, dtype=dtype, mode="r+", shape=shape))
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
     arr = np.memmap(tmp, dtype=dtype, mode="w+", shape=shape)
     if fill is not None:
         arr[...] = fill
     arr.flush()
     os.replace(tmp, path)
-    return np.memmap(path, dtype=dtype, mode="r+", shape=shape)
+    return np.asarray(np.memmap(path, dtype=dtype, mode="r+", shape=shape))
 
 
 class SlotLedger:

@@ -338,8 +338,13 @@ class _TensorStorageBase(_Storage):
             raise RuntimeError("the storage holds no data yet; extend it first")
         if index.device != self.device:
             index = index.to(self.device)
-        flat = {key: leaf[index] for key, leaf in self._leaves.items()}
-        return TensorDict(_nest(flat), batch_size=[*index.shape, *self._item_batch])
+        # index_select, not leaf[index]: advanced indexing goes through a parallel
+        # kernel that stalls under CPU contention and costs twice as much when idle
+        flat = index.reshape(-1)
+        gathered = {key: torch.index_select(leaf, 0, flat) for key, leaf in self._leaves.items()}
+        if index.dim() != 1:
+            gathered = {k: v.reshape(*index.shape, *v.shape[1:]) for k, v in gathered.items()}
+        return TensorDict(_nest(gathered), batch_size=[*index.shape, *self._item_batch])
 
     def column(self, key: Key | str, slots: torch.Tensor) -> torch.Tensor:
         """One entry's values at ``slots``."""
@@ -348,7 +353,7 @@ class _TensorStorageBase(_Storage):
             raise RuntimeError("the storage holds no data yet; extend it first")
         if key not in self._leaves:
             raise KeyError(f"the storage holds no entry {key!r}; it holds {sorted(self._leaves)}")
-        return self._leaves[key][slots.to(self.device)]
+        return torch.index_select(self._leaves[key], 0, slots.to(self.device).reshape(-1))
 
     # ---- state ------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
