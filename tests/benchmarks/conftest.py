@@ -9,7 +9,8 @@ Options:
 
 Every result file also carries the environment metadata of
 :func:`rlpace.bench.environment.collect_environment` under ``machine_info["rlpace"]``,
-and every result's ``extra_info`` names its ``set``. A case on CUDA is timed with
+and every result's ``extra_info`` names its ``set``. Items of the GPU set carry the
+``gpu`` marker. A case on CUDA is timed with
 ``torch.cuda.synchronize()`` after each call and records ``peak_cuda_memory_bytes``.
 """
 
@@ -81,6 +82,10 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         c = _case_of(getattr(item, "obj", None))
         (drop if c is not None and not c.in_set(set_name) else keep).append(item)
+    for item in keep:  # GPU-set items carry the `gpu` marker, so `-m gpu` selects them too
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None and callspec.params.get("device") == "cuda":
+            item.add_marker(pytest.mark.gpu)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
