@@ -197,7 +197,6 @@ def test_pytest_arguments_carry_every_stable_setting():
     for expected in (
         "--benchmark-only",
         "--rlpace-set=cpu",
-        "--rlpace-threads=1",
         "--benchmark-json=o.json",
         "--benchmark-save-data",
         "--benchmark-disable-gc",
@@ -216,6 +215,7 @@ def test_pytest_arguments_carry_every_stable_setting():
 def test_environment_of_the_benchmark_process_pins_threads():
     env = stable_environ({"OMP_NUM_THREADS": "16", "HOME": "/h"}, RunSettings())
     assert env["OMP_NUM_THREADS"] == "1" and env["MKL_NUM_THREADS"] == "1"
+    assert env["RLPACE_BENCH_THREADS"] == "1"  # the plugin's torch.set_num_threads
     assert env["HOME"] == "/h"
 
 
@@ -231,3 +231,25 @@ def test_settings_reject_values_that_cannot_time(bad):
 def test_run_command_turns_bad_settings_into_a_usage_error(capsys):
     assert main(["run", "--min-rounds", "0", "-o", "x.json"]) == 2
     assert "RunSettings.min_rounds" in capsys.readouterr().err
+
+
+def test_a_base_commit_with_an_older_suite_plugin_still_runs(suite_root, tmp_path):
+    """Base commits may predate the thread and metadata hooks: the runner passes nothing
+    that plugin would reject, and the threads still come from the environment."""
+    import subprocess
+
+    root, probe = suite_root
+    old = subprocess.run(
+        ["git", "show", "6ca6090:tests/benchmarks/conftest.py"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    if old.returncode != 0:
+        pytest.skip("the first suite plugin's commit is not in this clone's history")
+    (root / "tests" / "benchmarks" / "conftest.py").write_text(old.stdout)
+    outcome = run(output=tmp_path / "base.json", keyword="probe", root=root, quiet=True)
+    assert outcome.ok and outcome.benchmarks == 2
+    seen = json.loads(probe.read_text())
+    assert seen["omp"] == "1" and seen["threads"] == 1  # torch sizes its pool from OMP
+    assert "rlpace" not in json.loads(outcome.output.read_text())["machine_info"]
