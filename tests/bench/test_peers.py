@@ -118,3 +118,10 @@ def test_peers_command_on_a_file_without_twins(pb_base, write_json, capsys):
     assert main(["peers", str(df_path)]) == 0
     assert "no case has both impl=rlpace and impl=torchrl" in capsys.readouterr().out
     assert main(["peers", str(pb_base), "--confidence", "1.5"]) == 2
+
+
+def test_pairs_from_an_asv_result_file(asv_head):
+    ratios = peer_ratios(load_results(asv_head))
+    # n=1000 has no torchrl result (skipped in that run), so only n=100 pairs
+    assert [(r.case, r.params) for r in ratios] == [("bench_work.TimeSum.time_sum", {"n": 100})]
+    assert ratios[0].ratio > 0

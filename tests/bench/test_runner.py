@@ -60,6 +60,14 @@ def test_on_device(n, device):
     return lambda: x + 1
 
 
+@case(params={"n": [1]})
+def test_sleepy(n):
+    import time
+
+    time.sleep(float(os.environ.get("RLPACE_TEST_SLEEP", "0")))
+    return lambda: n
+
+
 @case(params={"impl": ["rlpace", "torchrl"]})
 def test_twin_missing(impl):
     if impl == "torchrl":
@@ -88,7 +96,7 @@ def test_gpu_set_without_cuda_skips_with_a_reason_and_succeeds(suite_root, tmp_p
     shown = capfd.readouterr().out
     assert outcome.ok and outcome.benchmarks == 0
     # only the gpu=True case is in the set, on cuda, skipped with the reason
-    assert "1 skipped, 2 deselected" in shown
+    assert "1 skipped, 3 deselected" in shown
     assert "GPU set: no CUDA device is available on this machine" in shown
     doc = json.loads(outcome.output.read_text())
     assert doc["benchmarks"] == [] and doc["machine_info"]["rlpace"]["format_version"] == 1
@@ -119,6 +127,7 @@ def test_run_command_applies_stable_settings_and_records_the_environment(
         "test_probe[torchrl-8]",
         "test_on_device[4-cpu]",
         "test_twin_missing[rlpace]",
+        "test_sleepy[1]",
     }
     assert "torchrl twin needs an extension that is not built here" in shown
     probe_rlpace = by_name["test_probe[rlpace-8]"]
@@ -131,7 +140,34 @@ def test_run_command_applies_stable_settings_and_records_the_environment(
         "unit": "numbers",
     }
     assert len(probe_rlpace["stats"]["data"]) == probe_rlpace["stats"]["rounds"] >= 5
-    assert len(load_results(out)) == 4
+    assert len(load_results(out)) == 5
+
+
+def test_cuda_timing_synchronizes_each_call_and_records_peak_memory(monkeypatch):
+    """The GPU path of the suite plugin, with torch.cuda's calls recorded instead of run."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "_suite_plugin_under_test", ROOT / "tests" / "benchmarks" / "conftest.py"
+    )
+    plugin = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plugin)
+    events = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: events.append("sync"))
+    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda: events.append("reset"))
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda: 4096)
+
+    class FakeBenchmark:
+        extra_info: dict = {}
+
+        def __call__(self, fn):
+            for _ in range(3):
+                fn()
+
+    bench = FakeBenchmark()
+    plugin._time_on_cuda(bench, lambda: events.append("call"))
+    assert events == ["sync", "reset"] + ["call", "sync"] * 3
+    assert bench.extra_info == {"peak_cuda_memory_bytes": 4096}
 
 
 def test_keyword_matching_nothing_is_an_input_error(suite_root, tmp_path):
@@ -151,7 +187,6 @@ def test_pytest_arguments_carry_every_stable_setting():
     for expected in (
         "--benchmark-only",
         "--rlpace-set=cpu",
-        "--rlpace-threads=1",
         "--benchmark-json=o.json",
         "--benchmark-save-data",
         "--benchmark-disable-gc",
@@ -170,6 +205,7 @@ def test_pytest_arguments_carry_every_stable_setting():
 def test_environment_of_the_benchmark_process_pins_threads():
     env = stable_environ({"OMP_NUM_THREADS": "16", "HOME": "/h"}, RunSettings())
     assert env["OMP_NUM_THREADS"] == "1" and env["MKL_NUM_THREADS"] == "1"
+    assert env["RLPACE_BENCH_THREADS"] == "1"  # the plugin's torch.set_num_threads
     assert env["HOME"] == "/h"
 
 
@@ -185,3 +221,40 @@ def test_settings_reject_values_that_cannot_time(bad):
 def test_run_command_turns_bad_settings_into_a_usage_error(capsys):
     assert main(["run", "--min-rounds", "0", "-o", "x.json"]) == 2
     assert "RunSettings.min_rounds" in capsys.readouterr().err
+
+
+def test_older_plugin_runs_and_a_timed_out_case_fails_without_losing_the_others(
+    suite_root, tmp_path, monkeypatch, capfd
+):
+    """Base commits may predate the thread and metadata hooks: the runner passes nothing
+    that plugin would reject, and the threads still come from the environment. A case
+    past the per-case timeout fails the run; the cases that finished are still saved."""
+    import subprocess
+
+    root, probe = suite_root
+    old = subprocess.run(
+        ["git", "show", "6ca6090:tests/benchmarks/conftest.py"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    if old.returncode != 0:
+        pytest.skip("the first suite plugin's commit is not in this clone's history")
+    (root / "tests" / "benchmarks" / "conftest.py").write_text(old.stdout)
+    monkeypatch.setenv("RLPACE_TEST_SLEEP", "60")
+    outcome = run(
+        output=tmp_path / "base.json",
+        keyword="probe or sleepy",
+        root=root,
+        settings=RunSettings(timeout=2),
+    )
+    assert outcome.returncode == 1 and outcome.benchmarks == 2  # the two probe results
+    assert "Timeout (>2.0s)" in capfd.readouterr().out
+    seen = json.loads(probe.read_text())
+    assert seen["omp"] == "1" and seen["threads"] == 1  # torch sizes its pool from OMP
+    doc = json.loads(outcome.output.read_text())
+    assert "rlpace" not in doc["machine_info"]  # the old plugin records no metadata
+    assert {b["name"] for b in doc["benchmarks"]} == {
+        "test_probe[rlpace-8]",
+        "test_probe[torchrl-8]",
+    }

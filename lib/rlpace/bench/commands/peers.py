@@ -22,7 +22,14 @@ HELP = "print rlpace/torchrl median ratios (with confidence intervals) of one re
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Declare the options of ``rlpace-bench peers``."""
+    """Declare the options of ``rlpace-bench peers``.
+
+    Example:
+        >>> parser = argparse.ArgumentParser()
+        >>> add_arguments(parser)
+        >>> parser.parse_args(["cpu.json"]).confidence
+        0.95
+    """
     parser.add_argument("file", help="a result file (pytest-benchmark JSON or asv result)")
     parser.add_argument(
         "--confidence", type=float, default=0.95, help="two-sided coverage of the interval"
@@ -33,7 +40,8 @@ def format_ratio(r: PeerRatio) -> str:
     """One line: case, parameters, ratio and interval, verdict.
 
     Example:
-        >>> format_ratio(PeerRatio("t::test_rb", {"n": 64}, "a", "b", 1.0, 2.0, 0.5, 0.45, 0.55, 0.95))
+        >>> r = PeerRatio("t::test_rb", {"n": 64}, "a", "b", 1.0, 2.0, 0.5, 0.45, 0.55, 0.95)
+        >>> format_ratio(r)
         't::test_rb[n=64]  rlpace/torchrl 0.500 [0.450, 0.550]  faster'
     """
     params = ", ".join(f"{k}={v}" for k, v in r.params.items())
@@ -43,7 +51,16 @@ def format_ratio(r: PeerRatio) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Print one line per pair; exit 0 (also when the file has no pairs)."""
+    """Print one line per pair; exit 0 (also when the file has no pairs).
+
+    Example:
+        >>> parser = argparse.ArgumentParser()
+        >>> add_arguments(parser)
+        >>> main(parser.parse_args(["cpu.json", "--confidence", "95"]))
+        Traceback (most recent call last):
+        ...
+        rlpace.bench.errors.BenchInputError: --confidence: expected a coverage in (0, 1) such as 0.95, got 95.0
+    """
     from rlpace.bench.results import load_results
 
     if not 0 < args.confidence < 1:
