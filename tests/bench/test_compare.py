@@ -277,3 +277,11 @@ def test_comparison_is_frozen():
     comparison = Comparison(rows=())
     with pytest.raises(AttributeError):
         comparison.threshold = 1.0  # type: ignore[misc]
+
+
+def test_duplicate_benchmarks_in_one_run_are_refused():
+    twice = results_from_records(
+        [{"fullname": "a", "data": [1.0]}, {"fullname": "a", "data": [2.0]}]
+    )
+    with pytest.raises(BenchInputError, match="head run .*'a' appears more than once.*merge_runs"):
+        compare_runs(twice)

@@ -222,7 +222,9 @@ def test_rlpace_style_reads_verdict_first_and_has_no_latex(pb_head, pb_base):
     regression = next(line for line in cpu.splitlines() if line.startswith("| test_slower_in_head"))
     change, interval, q, noise = cells(regression)[1:5]
     row = next(r for r in comparison.rows if r.name == "test_slower_in_head")
-    assert change == f"{row.median_change_pct:+.1f}%"
+    assert (
+        change == f"{row.median_change_pct:+.1f}% ({row.head_median / row.base_median:.2f}× slower)"
+    )
     assert interval == f"[{row.ci_low_pct:+.1f}%, {row.ci_high_pct:+.1f}%]"
     assert q == "<0.001"
     assert noise.startswith("±")

@@ -372,8 +372,8 @@ def compare_runs(
     if not (isinstance(alpha, int | float) and 0 < alpha < 1):
         raise BenchInputError(f"alpha: expected a false discovery rate in (0, 1), got {alpha!r}")
     calibrated = _check_noise(noise)
-    head_rows = {r["fullname"]: r for _, r in head.iterrows()}
-    base_rows = {r["fullname"]: r for _, r in base.iterrows()} if base is not None else {}
+    head_rows = _by_fullname(head, "head")
+    base_rows = _by_fullname(base, "base") if base is not None else {}
 
     drafts: list[dict[str, Any]] = []
     for fullname, h in head_rows.items():
@@ -397,6 +397,18 @@ def compare_runs(
         head=_run_meta(head),
         base=_run_meta(base) if base is not None else {},
     )
+
+
+def _by_fullname(df: pd.DataFrame, side: str) -> dict[str, pd.Series]:
+    rows: dict[str, pd.Series] = {}
+    for _, row in df.iterrows():
+        if row["fullname"] in rows:
+            raise BenchInputError(
+                f"{side} run {df.attrs.get('source') or ''}: benchmark {row['fullname']!r} appears "
+                "more than once; merge repeated runs with rlpace.bench.results.merge_runs first"
+            )
+        rows[row["fullname"]] = row
+    return rows
 
 
 def _side(row: pd.Series, prefix: str) -> dict[str, Any]:

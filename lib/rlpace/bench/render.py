@@ -147,6 +147,19 @@ def _pct(value: float, digits: int = 1) -> str:
     return f"{value:+.{digits}f}%"
 
 
+def _change(row: BenchmarkChange) -> str:
+    """The median change with how many times slower or faster, e.g. ``-50.0% (2.00× slower)``."""
+    pct = _pct(row.median_change_pct)
+    if not math.isfinite(row.median_change_pct):
+        return pct
+    speed = 1 + row.median_change_pct / 100
+    if speed <= 0:
+        return pct
+    word = "faster" if speed >= 1 else "slower"
+    times = speed if speed >= 1 else 1 / speed
+    return f"{pct} ({times:.2f}× {word})"
+
+
 def _interval(row: BenchmarkChange) -> str:
     if not (math.isfinite(row.ci_low_pct) and math.isfinite(row.ci_high_pct)):
         return "-"
@@ -259,6 +272,7 @@ def _environment():
         ops=format_ops,
         pct=_pct,
         interval=_interval,
+        change=_change,
         q=_q,
         throughput=_throughput,
         verdict=lambda v: _VERDICT_LABEL[v],
