@@ -38,6 +38,7 @@ __all__ = [
     "collect_environment",
     "environment_of",
     "require_compatible",
+    "require_compatible_runs",
 ]
 
 ENVIRONMENT_FORMAT_VERSION = 1
@@ -251,3 +252,47 @@ def require_compatible(
             "`rlpace-bench run` on one machine, or pass --allow-env-mismatch to compare anyway"
         )
     return differences
+
+
+def require_compatible_runs(
+    head: Any, base: Any, *, allow_mismatch: bool = False, require_metadata: bool = True
+) -> list[str]:
+    """:func:`require_compatible` for two results tables (their ``attrs["machine_info"]``).
+
+    This is the check a comparison runs before deciding anything: results tables of
+    :func:`rlpace.bench.results.load_results` carry the file's ``machine_info``.
+
+    Args:
+        head: results table of the new run.
+        base: results table of the reference run.
+        allow_mismatch: return the differences instead of raising.
+        require_metadata: when false, a table without rlpace metadata (a file not
+            written by ``rlpace-bench run``, or an asv result) skips the check and
+            returns ``[]``; when true it is an error.
+
+    Raises:
+        BenchInputError: when a table has no rlpace environment metadata and
+            ``require_metadata`` is true.
+        EnvironmentMismatchError: when the environments differ and ``allow_mismatch``
+            is false.
+
+    Example:
+        >>> import pandas as pd
+        >>> head, base = pd.DataFrame(), pd.DataFrame()
+        >>> head.attrs["machine_info"] = {"rlpace": {"format_version": 1, "torch": "2.13.0"}}
+        >>> base.attrs["machine_info"] = {"rlpace": {"format_version": 1, "torch": "2.13.0"}}
+        >>> require_compatible_runs(head, base)
+        []
+    """
+    if not require_metadata and not all(
+        isinstance((df.attrs.get("machine_info") or {}).get(MACHINE_INFO_KEY), Mapping)
+        for df in (head, base)
+    ):
+        return []
+    head_meta = environment_of(
+        head.attrs.get("machine_info") or {}, source=str(head.attrs.get("source", "head"))
+    )
+    base_meta = environment_of(
+        base.attrs.get("machine_info") or {}, source=str(base.attrs.get("source", "base"))
+    )
+    return require_compatible(head_meta, base_meta, allow_mismatch=allow_mismatch)
