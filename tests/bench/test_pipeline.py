@@ -153,6 +153,7 @@ def test_pr_flags_the_slowed_case_and_only_it(tiny_repo, tmp_path, monkeypatch, 
     assert data["pipeline"]["order"] == ["base-0", "head-0", "head-1", "base-1"]
     assert data["pipeline"]["base_commit"] == _git(tiny_repo, "rev-parse", "HEAD~1")
     assert data["pipeline"]["base_env"] == "overlay"
+    assert data["pipeline"]["environment_differences"] == []
     for name in ("cpu.md", "cpu.seed.md"):
         text = (out_dir / name).read_text()
         assert "<!--" in text and "test_touched" in text
