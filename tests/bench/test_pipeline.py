@@ -153,6 +153,7 @@ def test_pr_flags_the_slowed_case_and_only_it(tiny_repo, tmp_path, monkeypatch, 
     assert data["pipeline"]["order"] == ["base-0", "head-0", "head-1", "base-1"]
     assert data["pipeline"]["base_commit"] == _git(tiny_repo, "rev-parse", "HEAD~1")
     assert data["pipeline"]["base_env"] == "overlay"
+    assert data["pipeline"]["environment_differences"] == []
     for name in ("cpu.md", "cpu.seed.md"):
         text = (out_dir / name).read_text()
         assert "<!--" in text and "test_touched" in text
@@ -161,3 +162,15 @@ def test_pr_flags_the_slowed_case_and_only_it(tiny_repo, tmp_path, monkeypatch, 
     assert json.loads((out_dir / "gpu.json").read_text())["skipped"].startswith("no CUDA")
     printed = capsys.readouterr().out
     assert "worsened: test_touched" in printed and "worsened: test_steady" not in printed
+
+
+def test_pr_command_bad_input_exits_2_and_says_why(tiny_repo, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tiny_repo)
+    assert cli_main(["pr", "--sets", "cpu,tpu"]) == 2
+    assert "--sets: expected a comma-separated list of cpu and gpu" in capsys.readouterr().err
+    cache = str(tmp_path / "cache")
+    assert cli_main(["pr", "--base", "no-such-branch", "--cache-dir", cache]) == 2
+    assert "--base no-such-branch: expected a git revision" in capsys.readouterr().err
+    monkeypatch.chdir(tmp_path)
+    assert cli_main(["pr", "--cache-dir", cache]) == 2
+    assert "expected a git working tree" in capsys.readouterr().err

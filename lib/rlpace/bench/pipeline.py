@@ -347,6 +347,7 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
         ['cpu']
     """
     from rlpace.bench.compare import compare_runs
+    from rlpace.bench.environment import require_compatible_runs
     from rlpace.bench.results import load_results, merge_runs
 
     repo = repository_root(config.repo)
@@ -396,10 +397,17 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
             continue
         head_df = merge_runs([load_results(p) for p in runs.head])
         base_df = merge_runs([load_results(p) for p in runs.base])
+        # same packages on both sides unless the base pins other requirements (then the
+        # differences are part of what the PR changes, and are recorded)
+        differences = require_compatible_runs(
+            head_df, base_df, allow_mismatch=base.env_mode == "full", require_metadata=False
+        )
         comparison = compare_runs(
             head_df, base_df, threshold=config.threshold, alpha=config.alpha, noise=noise
         )
-        outcomes.append(_write_reports(out_dir, set_name, comparison, runs, base, noise_file))
+        outcomes.append(
+            _write_reports(out_dir, set_name, comparison, runs, base, noise_file, differences)
+        )
     return outcomes
 
 
@@ -441,6 +449,7 @@ def _write_reports(
     runs: SideRuns,
     base: BaseCheckout,
     noise_file: Path | None,
+    environment_differences: list[str],
 ) -> SetOutcome:
     from rlpace.bench.render import GITHUB_COMMENT_LIMIT, render_report
 
@@ -464,6 +473,7 @@ def _write_reports(
     data["pipeline"]["noise_file"] = (
         str(noise_file) if noise_file and noise_file.is_file() else None
     )
+    data["pipeline"]["environment_differences"] = list(environment_differences)
     json_path = out_dir / f"{set_name}.json"
     json_path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     written.append(json_path)

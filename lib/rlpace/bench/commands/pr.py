@@ -12,8 +12,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rlpace.bench.errors import BenchInputError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rlpace.bench.pipeline import PipelineConfig
 
 NAME = "pr"
 HELP = "Benchmark the working tree against a base revision (ABBA, fresh processes) and report."
@@ -84,7 +88,7 @@ def main(args: argparse.Namespace) -> int:
     return run_pr_command(config, fail_on_regression=args.fail_on_regression)
 
 
-def run_pr_command(config, *, fail_on_regression: bool = False) -> int:
+def run_pr_command(config: PipelineConfig, *, fail_on_regression: bool = False) -> int:
     """Run :func:`rlpace.bench.pipeline.run_pr` with a progress bar and print the summary.
 
     Example:
