@@ -19,7 +19,7 @@ import torch
 from tensordict import TensorDictBase
 
 from rlpace.collectors._multi import resolve_policy
-from rlpace.collectors._rollout import ENV_KEY, TRAJ_KEY, EnvStepError
+from rlpace.collectors._rollout import ENV_KEY, TRAJ_KEY, EnvStepError, WorkerDiedError
 from rlpace.collectors._server import InferenceServer, ServerStats
 from rlpace.collectors._single import check_total_frames, resolve_env
 from rlpace.collectors._transports import TransportClosed, make_transport
@@ -29,6 +29,7 @@ BACKENDS = ("threading", "multiprocessing", "ray")
 SUPPORTED = {
     ("threading", "threading"): "env threads, SlotTransport or ThreadingTransport",
     ("multiprocessing", "multiprocessing"): "env processes, SharedMemorySlotTransport",
+    ("ray", "ray"): "env Ray actors, RayTransport, server in the driver",
 }
 
 
@@ -124,6 +125,8 @@ class AsyncBatchedCollector:
         server_timeout: float = 0.002,
         replay_buffer: Any | None = None,
         start_method: str | None = None,
+        ray_address: str | None = None,
+        ray_actor_options: dict[str, Any] | None = None,
     ) -> None:
         who = type(self).__name__
         self._closed = True
@@ -161,8 +164,10 @@ class AsyncBatchedCollector:
         self._error: tuple[int, BaseException] | None = None
         if self.env_backend == "threading":
             self._start_threads(env_fns, transport)
-        else:
+        elif self.env_backend == "multiprocessing":
             self._start_processes(env_fns, transport, start_method)
+        else:
+            self._start_ray(env_fns, transport, ray_address, ray_actor_options)
 
     def _start_threads(self, env_fns: Sequence[Callable[[], Any]], transport: Any) -> None:
         who = type(self).__name__
@@ -239,6 +244,32 @@ class AsyncBatchedCollector:
         self._closed = False
         self.server.start()
 
+    def _start_ray(
+        self,
+        env_fns: Sequence[Callable[[], Any]],
+        transport: Any,
+        address: str | None,
+        actor_options: dict[str, Any] | None,
+    ) -> None:
+        from rlpace.collectors._ray import RayTransport, import_ray
+
+        if transport not in (None, "ray"):
+            raise ValueError(
+                f"AsyncBatchedCollector: Ray env actors use the Ray transport; got "
+                f"transport={transport!r}. Pass transport=None or 'ray'."
+            )
+        ray = import_ray()
+        if not ray.is_initialized():
+            ray.init(address=address, include_dashboard=False, log_to_driver=False)
+        self.transport = RayTransport(
+            list(env_fns), self._request_keys, self._results, self._credits, actor_options
+        )
+        self.server = InferenceServer(
+            self.policy, self.transport, *self._batch_limits, self.server_timeout
+        )
+        self._closed = False
+        self.server.start()
+
     def _env_loop(self, slot: int, env: Any) -> None:
         transport = self.transport
         results = self._results
@@ -278,6 +309,8 @@ class AsyncBatchedCollector:
         if self.server.error is not None:
             exc = self.server.error
             self.shutdown()
+            if isinstance(exc, (EnvStepError, WorkerDiedError)):
+                raise exc
             raise RuntimeError(
                 f"AsyncBatchedCollector: the inference server failed: {exc!r}"
             ) from exc
@@ -373,14 +406,14 @@ class AsyncBatchedCollector:
             return
         self._closed = True
         self._stop.set()
-        if getattr(self, "transport", None) is not None:
-            self.transport.close()
+        self._credits.release(2 * self.frames_per_batch + len(self._threads) + 1)
         if getattr(self, "server", None) is not None:
             self.server.stop()
+        if getattr(self, "transport", None) is not None:
+            self.transport.close()
         if self._pool is not None:
             self._pool.shutdown()
             self._pool = None
-        self._credits.release(len(self._threads) + 1)
         for thread in self._threads:
             thread.join(2.0)
         self._threads = []
