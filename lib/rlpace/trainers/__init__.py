@@ -21,10 +21,31 @@ from rlpace.trainers._config import (
 )
 from rlpace.trainers._logging import RunLogger, read_log
 from rlpace.trainers._plots import plot_learning_curve
-from rlpace.trainers._ppo import PPOTrainer
-from rlpace.trainers._sac import SACTrainer
 from rlpace.trainers._timing import TimingStats, timeit
-from rlpace.trainers._trainer import HOOK_POINTS, Trainer
+
+# The trainers import torchrl, whose import sets multiprocessing's start method; they load
+# on first use so that ``import rlpace.trainers`` leaves the process as it found it.
+_LAZY = {
+    "HOOK_POINTS": "rlpace.trainers._trainer",
+    "Trainer": "rlpace.trainers._trainer",
+    "PPOTrainer": "rlpace.trainers._ppo",
+    "SACTrainer": "rlpace.trainers._sac",
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'rlpace.trainers' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
 
 __all__ = [
     "HOOK_POINTS",

@@ -343,6 +343,9 @@ class Trainer:
                 t0 = time.perf_counter()
                 with timeit("trainer/collect"):
                     batch = next(self._batches_iter)
+                n_envs = self.config.env.num_envs
+                if batch.ndim == 1 and n_envs > 1:  # env-major flat layout -> [envs, time]
+                    batch = batch.reshape(n_envs, -1)
                 self.frames += batch.numel()
                 self.batches += 1
                 self._record_episodes(batch)

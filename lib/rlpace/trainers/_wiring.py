@@ -1,10 +1,10 @@
 """Where the trainers get their collector and replay buffer: rlpace's own.
 
-``rlpace.collectors.Collector`` and ``rlpace.data.ReplayBuffer`` are being built on
-their own branches; until they are merged here, these two functions fall back to
-torchrl's public ``Collector`` and ``ReplayBuffer`` with the same call shape, so the
-loop stays testable. ``collector_backend()`` and ``buffer_backend()`` say which one is in
-use (logged in every run's config).
+Collection always goes through ``rlpace.collectors.Collector``. ``rlpace.data``'s
+``ReplayBuffer`` is built on its own branch; until it is merged here,
+:func:`make_replay_buffer` falls back to torchrl's public ``ReplayBuffer`` with the same
+call shape, so SAC stays testable. :func:`buffer_backend` says which one is in use
+(written to every run's ``config.yaml``).
 """
 
 from __future__ import annotations
@@ -16,16 +16,12 @@ __all__ = ["buffer_backend", "collector_backend", "make_collector", "make_replay
 
 
 def collector_backend() -> str:
-    """``"rlpace"`` when ``rlpace.collectors.Collector`` exists, else ``"torchrl"``.
+    """The collector in use: always ``"rlpace"`` (``rlpace.collectors.Collector``).
 
     Example:
-        >>> collector_backend() in ("rlpace", "torchrl")
-        True
+        >>> collector_backend()
+        'rlpace'
     """
-    try:
-        from rlpace.collectors import Collector  # noqa: F401
-    except ImportError:
-        return "torchrl"
     return "rlpace"
 
 
@@ -46,20 +42,20 @@ def buffer_backend() -> str:
 def make_collector(
     env_fn: Callable[[], Any], policy: Any, *, frames_per_batch: int, total_frames: int
 ) -> Any:
-    """A synchronous collector yielding ``frames_per_batch``-frame TensorDicts.
+    """rlpace's synchronous collector yielding ``frames_per_batch``-frame TensorDicts.
 
     Example:
-        >>> from rlpace.trainers._envs import make_env
-        >>> c = make_collector(lambda: make_env("CartPole-v1", 0), None,
+        >>> from torch import nn
+        >>> from rlpace.trainers._envs import make_actor, make_env
+        >>> actor = make_actor(make_env("CartPole-v1", 0), (8,), nn.Tanh)
+        >>> c = make_collector(lambda: make_env("CartPole-v1", 0), actor,
         ...                    frames_per_batch=8, total_frames=16)
         >>> [b.numel() for b in c]
         [8, 8]
         >>> c.shutdown()
     """
-    if collector_backend() == "rlpace":
-        from rlpace.collectors import Collector
-    else:
-        from torchrl.collectors import Collector
+    from rlpace.collectors import Collector
+
     return Collector(env_fn, policy, frames_per_batch=frames_per_batch, total_frames=total_frames)
 
 
