@@ -113,6 +113,37 @@ def drop_builtin_type_docstrings(app, what, name, obj, options, lines) -> None:
             lines.clear()
 
 
+def resolve_private_paths(app: Sphinx, env, node, contnode):
+    """Resolve references that type hints and base classes make through private modules.
+
+    ``rlpace.data._storage.TensorStorage`` links to ``rlpace.data.TensorStorage``, where
+    it is documented; a private class (``_Storage``) has no page and stays plain text.
+    Anything else is left to Sphinx (and reported under ``-n`` when it does not resolve).
+    """
+    if node.get("refdomain") != "py":
+        return None
+    parts = node.get("reftarget", "").split(".")
+    if parts[0] != "rlpace" or not any(p.startswith("_") for p in parts):
+        return None
+    name = parts[-1]
+    if name.startswith("_"):
+        return contnode
+    domain = env.get_domain("py")
+    package = ".".join(p for p in parts[:-1] if not p.startswith("_"))
+    candidates = sorted(
+        full
+        for full in domain.objects
+        if full.rsplit(".", 1)[-1] == name
+        and not any(p.startswith("_") for p in full.split("."))
+        and full.startswith(package + ".")
+    )
+    if not candidates:
+        return None
+    return domain.resolve_xref(
+        env, node["refdoc"], app.builder, node.get("reftype") or "obj", candidates[0], node, contnode
+    )
+
+
 def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
     for action in parser._actions:  # argparse keeps subparsers only here
         if isinstance(action, argparse._SubParsersAction):
@@ -150,5 +181,6 @@ class RlpaceCliDirective(SphinxDirective):
 def setup(app: Sphinx) -> dict[str, object]:
     app.connect("builder-inited", write_api_pages)
     app.connect("autodoc-process-docstring", drop_builtin_type_docstrings)
+    app.connect("missing-reference", resolve_private_paths)
     app.add_directive("rlpace-cli", RlpaceCliDirective)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
