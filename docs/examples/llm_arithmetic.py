@@ -14,8 +14,13 @@ mean reward of its group (the GRPO baseline), and the loss is REINFORCE on the
 summed per-token log-probs that ``TransformersPolicy.log_prob`` recomputes with
 gradients.
 
-Run:
-    .venv/bin/python docs/examples/llm_arithmetic.py --steps 300
+Run (about 2.5 minutes on a busy 2-core machine):
+    .venv/bin/python docs/examples/llm_arithmetic.py
+
+Measured with the defaults (600 updates of 64 answers, seed 0): the mean reward of
+the first 60 batches was 0.11 and of the last 60 batches 0.60 (0.15 -> 0.89 with
+``--max-operand 2``, 9 questions). A learning rate of 1e-3 collapses onto one
+answer per question early and stalls near 0.25.
 """
 
 from __future__ import annotations
@@ -34,19 +39,19 @@ import torch  # noqa: E402
 class Config:
     """Settings of the example run."""
 
-    steps: int = 300
+    steps: int = 600
     """Policy updates; each uses one collected batch."""
     batch_size: int = 64
     """Prompts per batch (env batch size and frames per batch)."""
     group_size: int = 8
     """Answers sampled per question in a batch (the baseline is their mean reward)."""
-    lr: float = 1e-3
+    lr: float = 3e-4
     """Adam learning rate."""
     max_operand: int = 4
     """Operands are drawn from 0..max_operand (keep the sum one digit)."""
     seed: int = 0
     """Seeds the dataset order, the weights and the sampling."""
-    log_every: int = 25
+    log_every: int = 50
     """Print the mean reward of the last this-many batches."""
     threads: int = 1
     """torch intra-op threads."""
