@@ -232,3 +232,45 @@ def test_collector_startup(kind):
 
     lifecycle()  # the first call's split is what extra_info reports
     return Timed(lifecycle, items=1, unit="starts", extra_info=info)
+
+
+@case(params={"impl": ["rlpace", "torchrl"], "kind": ["single", "sync"]})
+def test_collector_with_rb(impl, kind):
+    """Collect straight into a replay buffer (counting env, 8 per worker).
+
+    rlpace: ``rlpace.data.ReplayBuffer(TensorStorage)``, which ``sync`` workers
+    extend from their own processes; torchrl: its ``ReplayBuffer(LazyTensorStorage)``
+    passed as ``replay_buffer=`` to its Collector / MultiSyncCollector.
+    """
+    env_fns = [env_factory("counting", num_envs=8)] * 2
+    policy = make_policy("counting")
+    if impl == "rlpace":
+        from rlpace.collectors import Collector, MultiCollector
+        from rlpace.data import ReplayBuffer, TensorStorage
+
+        rb = ReplayBuffer(storage=TensorStorage(100_000), batch_size=FRAMES)
+        if kind == "single":
+            collector = Collector(env_fns[0](), policy, frames_per_batch=FRAMES, replay_buffer=rb)
+        else:
+            collector = MultiCollector(env_fns, policy, frames_per_batch=FRAMES, replay_buffer=rb)
+    else:
+        tc = _torchrl_collectors()
+        from torchrl.data import LazyTensorStorage, ReplayBuffer
+
+        rb = ReplayBuffer(storage=LazyTensorStorage(100_000), batch_size=FRAMES)
+        if kind == "single":
+            collector = tc.Collector(
+                env_fns[0](), policy, frames_per_batch=FRAMES, total_frames=-1, replay_buffer=rb
+            )
+        else:
+            collector = tc.MultiSyncCollector(
+                env_fns, policy, frames_per_batch=FRAMES, total_frames=-1, replay_buffer=rb
+            )
+            try:
+                return _throughput(collector, FRAMES)
+            except RuntimeError as exc:
+                collector.shutdown()
+                raise SkipCase(
+                    f"torchrl 0.14.1's MultiSyncCollector with replay_buffer= fails here: {exc}"
+                ) from exc
+    return _throughput(collector, FRAMES)

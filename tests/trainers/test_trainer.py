@@ -52,7 +52,7 @@ def test_run_directory_holds_config_log_checkpoints_and_plot(tiny_ppo, tmp_path)
     saved = yaml.safe_load((run / "config.yaml").read_text())
     assert saved["rlpace_run_format"] == 1
     assert saved["algo"] == "ppo" and saved["seed"] == cfg.seed
-    assert saved["backends"]["collector"] == "rlpace"
+    assert saved["backends"] == {"collector": "rlpace", "buffer": "rlpace"}
     rows = read_log(run)
     assert [r["frames"] for r in rows] == [256.0, 512.0, 768.0, 1024.0]
     assert {"losses/objective", "charts/return", "charts/frames_per_s"} <= set(rows[0])

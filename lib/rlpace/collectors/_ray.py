@@ -10,6 +10,7 @@ with that cluster's address.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -181,8 +182,6 @@ class RayTransport(Transport):
             return
         self._closed = True
         for actor in self._actors:
-            try:
+            with contextlib.suppress(Exception):  # the actor may be gone already
                 self._ray.kill(actor)
-            except Exception:  # noqa: BLE001 - the actor may be gone already
-                pass
         self._actors = []

@@ -82,10 +82,10 @@ class timeit:  # noqa: N801 - reads like the function it mostly is: ``with timei
                 "pass a name such as timeit('collect')"
             )
         self.name = name
-        with _LOCK:
-            entry = _TABLE.get(name)
-            if entry is None:
-                entry = _TABLE[name] = [0, 0, 0]
+        entry = _TABLE.get(name)  # a dict read is atomic; lock only to create
+        if entry is None:
+            with _LOCK:
+                entry = _TABLE.setdefault(name, [0, 0, 0])
         self._entry = entry
         self._start = 0
 

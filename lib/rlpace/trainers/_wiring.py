@@ -1,10 +1,8 @@
 """Where the trainers get their collector and replay buffer: rlpace's own.
 
-Collection always goes through ``rlpace.collectors.Collector``. ``rlpace.data``'s
-``ReplayBuffer`` is built on its own branch; until it is merged here,
-:func:`make_replay_buffer` falls back to torchrl's public ``ReplayBuffer`` with the same
-call shape, so SAC stays testable. :func:`buffer_backend` says which one is in use
-(written to every run's ``config.yaml``).
+Collection goes through ``rlpace.collectors.Collector`` and SAC's replay through
+``rlpace.data.ReplayBuffer`` over a process-local ``TensorStorage``. The backend names
+are written to every run's ``config.yaml``.
 """
 
 from __future__ import annotations
@@ -26,16 +24,12 @@ def collector_backend() -> str:
 
 
 def buffer_backend() -> str:
-    """``"rlpace"`` when ``rlpace.data.ReplayBuffer`` exists, else ``"torchrl"``.
+    """The replay buffer in use: always ``"rlpace"`` (``rlpace.data.ReplayBuffer``).
 
     Example:
-        >>> buffer_backend() in ("rlpace", "torchrl")
-        True
+        >>> buffer_backend()
+        'rlpace'
     """
-    try:
-        from rlpace.data import RandomSampler, ReplayBuffer, TensorStorage  # noqa: F401
-    except ImportError:
-        return "torchrl"
     return "rlpace"
 
 
@@ -60,26 +54,24 @@ def make_collector(
 
 
 def make_replay_buffer(capacity: int, batch_size: int) -> Any:
-    """A uniform-sampling replay buffer over ``capacity`` transitions.
+    """rlpace's uniform-sampling replay buffer over ``capacity`` transitions.
+
+    The storage is process-local (``shared=False``): the trainer samples in the process
+    that collects, so nothing needs to live in ``/dev/shm``.
 
     Example:
         >>> import torch
         >>> from tensordict import TensorDict
         >>> rb = make_replay_buffer(100, batch_size=4)
-        >>> import logging; logging.getLogger("torchrl").setLevel(logging.WARNING)
         >>> len(rb.extend(TensorDict({"x": torch.arange(10)}, [10])))
         10
         >>> rb.sample()["x"].shape
         torch.Size([4])
     """
-    if buffer_backend() == "rlpace":
-        from rlpace.data import RandomSampler, ReplayBuffer, TensorStorage
-
-        return ReplayBuffer(
-            storage=TensorStorage(capacity), sampler=RandomSampler(), batch_size=batch_size
-        )
-    from torchrl.data import LazyTensorStorage, RandomSampler, ReplayBuffer
+    from rlpace.data import RandomSampler, ReplayBuffer, TensorStorage
 
     return ReplayBuffer(
-        storage=LazyTensorStorage(capacity), sampler=RandomSampler(), batch_size=batch_size
+        storage=TensorStorage(capacity, shared=False),
+        sampler=RandomSampler(),
+        batch_size=batch_size,
     )

@@ -291,3 +291,21 @@ def test_reward_fn_must_return_a_number(tok, value, error):
     td["text_response"] = ["x"]
     with pytest.raises(error, match="reward_fn"):
         env.step(td)
+
+
+@pytest.mark.parametrize("layout", ["padded", "text-only"])
+def test_torchrl_check_env_specs_passes(tok, layout):
+    from torchrl.envs.utils import check_env_specs
+
+    env = make_env(tok, padded=True, max_length=32) if layout == "padded" else make_env(None)
+    check_env_specs(env)  # random actions: one text for the whole batch
+    assert env.action_keys == ["text_response"]
+    assert set(env.done_keys) == {"done", "terminated", "truncated"}
+
+
+def test_one_text_action_stands_for_the_whole_batch(tok):
+    env = make_env(tok, reward_fn=ExactMatchReward())
+    td = env.reset()
+    td.set_non_tensor("text_response", "#### 99")
+    out = env.step(td)["next"]
+    assert [h.messages[-1].content for h in out["history"]] == ["#### 99"] * 4

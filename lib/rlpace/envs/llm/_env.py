@@ -16,7 +16,7 @@ from tensordict import (
     TensorDictBase,
     lazy_stack,
 )
-from torchrl.data import Composite, NonTensor, Unbounded
+from torchrl.data import Categorical, Composite, NonTensor, Unbounded
 from torchrl.envs import EnvBase
 
 from rlpace.envs.llm._history import History, render_chat
@@ -187,10 +187,18 @@ class LLMEnv(EnvBase):
             obs["attention_mask"] = Unbounded(shape=(*B, width), dtype=torch.bool)
         self.observation_spec = Composite(obs, shape=B)
         if self.from_text:
-            self.action_spec = NonTensor(shape=B, example_data="response")
+            action = NonTensor(shape=B, example_data="response")
         else:
-            self.action_spec = Unbounded(shape=(*B, -1), dtype=torch.long)
+            action = Unbounded(shape=(*B, -1), dtype=torch.long)
+        self.full_action_spec = Composite({self.action_key_name: action}, shape=B)
         self.reward_spec = Unbounded(shape=(*B, 1), dtype=torch.float32)
+        self.full_done_spec = Composite(
+            {
+                key: Categorical(2, shape=(*B, 1), dtype=torch.bool)
+                for key in ("done", "terminated", "truncated")
+            },
+            shape=B,
+        )
 
     @property
     def action_key_name(self) -> str:
@@ -401,8 +409,8 @@ def _as_strings(value: Any, n: int) -> list[str]:
         value = value.data
     if isinstance(value, NonTensorStack):
         value = value.tolist()
-    if isinstance(value, str) and n == 1:
-        value = [value]
+    if isinstance(value, str):  # one non-tensor value stands for the whole batch
+        value = [value] * n
     if isinstance(value, tuple):
         value = list(value)
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
