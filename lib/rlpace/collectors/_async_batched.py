@@ -19,7 +19,13 @@ import torch
 from tensordict import TensorDictBase
 
 from rlpace.collectors._multi import resolve_policy
-from rlpace.collectors._rollout import ENV_KEY, TRAJ_KEY, EnvStepError, WorkerDiedError
+from rlpace.collectors._rollout import (
+    ENV_KEY,
+    TRAJ_KEY,
+    EnvStepError,
+    WorkerDiedError,
+    stack_frames,
+)
 from rlpace.collectors._server import InferenceServer, ServerStats
 from rlpace.collectors._single import check_total_frames, resolve_env
 from rlpace.collectors._transports import TransportClosed, make_transport
@@ -376,7 +382,7 @@ class AsyncBatchedCollector:
             slots.append(slot)
             trajs.append(traj)
         self._credits.release(len(frames))
-        batch = torch.stack(frames, 0)
+        batch = stack_frames(frames)
         env_ids = torch.tensor(slots)
         batch.set(ENV_KEY, env_ids)
         batch.set(TRAJ_KEY, torch.tensor(trajs))
