@@ -98,6 +98,12 @@ class AsyncBatchedCollector:
         server_timeout: seconds the server waits for ``min_batch_size`` requests.
         replay_buffer: an object with ``extend``; batches go there, iteration yields
             ``None``.
+        start_method: for ``env_backend="multiprocessing"``: ``"fork"`` (default where
+            available), ``"spawn"`` or ``"forkserver"``; never set globally.
+        ray_address: for ``backend="ray"`` when Ray is not initialized yet: the
+            cluster address passed to ``ray.init`` (``None``: a local instance).
+        ray_actor_options: ``.options(...)`` for every env actor (default
+            ``{"num_cpus": 0}``, so more envs than CPUs fit on one machine).
 
     Example:
         >>> from functools import partial
