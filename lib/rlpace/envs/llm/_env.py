@@ -7,6 +7,7 @@ import numbers
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
+import numpy as np
 import torch
 from tensordict import (
     LazyStackedTensorDict,
@@ -473,11 +474,14 @@ def _left_pad(
     seqs: Sequence[Sequence[int]], pad_id: int, width: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``[B, width]`` ids left-padded with ``pad_id`` and the boolean mask of real tokens."""
-    lengths = torch.tensor([len(s) for s in seqs], dtype=torch.long)
-    mask = torch.arange(width).expand(len(seqs), width) >= (width - lengths).unsqueeze(1)
-    out = torch.full((len(seqs), width), pad_id, dtype=torch.long)
-    out[mask] = torch.tensor([t for s in seqs for t in s], dtype=torch.long)
-    return out, mask
+    # numpy: single-threaded small fills, no intra-op thread wake-ups per call
+    ids = np.full((len(seqs), width), pad_id, dtype=np.int64)
+    lengths = np.fromiter((len(x) for x in seqs), dtype=np.int64, count=len(seqs))
+    for row, seq in enumerate(seqs):
+        if len(seq):
+            ids[row, width - len(seq) :] = seq
+    mask = np.arange(width)[None, :] >= (width - lengths)[:, None]
+    return torch.from_numpy(ids), torch.from_numpy(mask)
 
 
 def _strip_right(row: torch.Tensor, pad_id: int | None) -> torch.Tensor:
