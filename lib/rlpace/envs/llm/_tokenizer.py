@@ -166,6 +166,8 @@ class TextCodec:
         if eos_token_id is not None:
             self.eos_token_id = int(eos_token_id)
         self.special_tokens = specials
+        # ``encode_batch_fast`` (tokenizers >= 0.21) skips the character offsets we never use
+        self._encode_batch = getattr(self.backend, "encode_batch_fast", self.backend.encode_batch)
         self.vocab_size = self.backend.get_vocab_size(with_added_tokens=True)
         self.eos_token = (
             None if self.eos_token_id is None else self.backend.id_to_token(self.eos_token_id)
@@ -173,7 +175,7 @@ class TextCodec:
 
     def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
         """Token ids of each text, no special tokens added."""
-        return [e.ids for e in self.backend.encode_batch(list(texts), add_special_tokens=False)]
+        return [e.ids for e in self._encode_batch(list(texts), add_special_tokens=False)]
 
     def decode_batch(
         self, ids: Sequence[Sequence[int]], skip_special_tokens: bool = False
