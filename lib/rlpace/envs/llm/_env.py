@@ -62,7 +62,11 @@ class LLMEnv(EnvBase):
         (characters without a tokenizer). Prompts longer than ``max_length`` at reset
         raise with ``on_overflow="error"``; with ``"truncate"`` (the default) they keep
         their *last* ``max_length`` tokens (the end holds the generation prompt), the
-        ``text`` is the decoded kept part and ``prompt_truncated`` is set.
+        ``text`` is the decoded kept part and ``prompt_truncated`` is set. Without a
+        tokenizer there is no EOS and lengths are counted in characters.
+
+    Multi-turn: the next prompt is the whole conversation with a new assistant turn
+    opened; tools or simulated users can append messages with a transform.
 
     Text: ids whose bytes are not valid UTF-8 (half a character) decode to U+FFFD.
 
