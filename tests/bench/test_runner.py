@@ -176,6 +176,21 @@ def test_keyword_matching_nothing_is_an_input_error(suite_root, tmp_path):
         run(output=tmp_path / "x.json", keyword="no_such_case", root=root, quiet=True)
 
 
+def test_an_empty_set_succeeds_with_an_empty_result_file(tmp_path):
+    root = tmp_path / "repo"
+    bench = root / "tests" / "benchmarks"
+    bench.mkdir(parents=True)
+    shutil.copy(ROOT / "tests" / "benchmarks" / "conftest.py", bench / "conftest.py")
+    (bench / "test_cpu_only.py").write_text(
+        "from rlpace.bench.suite import case\n\n\n"
+        "@case(params={'n': [1]})\ndef test_cpu_only(n):\n    return lambda: n\n"
+    )
+    outcome = run(set_name="gpu", output=tmp_path / "gpu.json", root=root, quiet=True)
+    assert outcome.ok and outcome.benchmarks == 0
+    assert "1 deselected" in outcome.log
+    assert json.loads(outcome.output.read_text())["benchmarks"] == []
+
+
 def test_root_without_suite_is_an_input_error(tmp_path):
     with pytest.raises(BenchInputError, match="expected the benchmark suite"):
         run(output=tmp_path / "x.json", root=tmp_path)
@@ -250,6 +265,7 @@ def test_older_plugin_runs_and_a_timed_out_case_fails_without_losing_the_others(
     )
     assert outcome.returncode == 1 and outcome.benchmarks == 2  # the two probe results
     assert "Timeout (>2.0s)" in capfd.readouterr().out
+    assert outcome.log == ""  # not quiet: the output went through
     seen = json.loads(probe.read_text())
     assert seen["omp"] == "1" and seen["threads"] == 1  # torch sizes its pool from OMP
     doc = json.loads(outcome.output.read_text())

@@ -40,7 +40,7 @@ def _rlpace_reset_step(batch: int, padded: bool) -> Timed:
         tokenizer=default_tokenizer(),
         batch_size=batch,
         padded=padded,
-        max_length=4096,
+        max_length=256,
         shuffle=False,
     )
     responses = _responses(batch)

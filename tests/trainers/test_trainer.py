@@ -84,3 +84,18 @@ def test_sac_refuses_a_discrete_env_before_training(tiny_sac, tmp_path):
 def test_wrong_config_type_is_refused(tiny_sac, tmp_path):
     with pytest.raises(TypeError, match="PPOTrainer expects a PPOConfig, got SACConfig"):
         PPOTrainer(tiny_sac(), run_dir=tmp_path)
+
+
+def test_progress_bar_runs_on_a_terminal_and_stays_quiet_otherwise(
+    tiny_ppo, tmp_path, monkeypatch, capsys
+):
+    import sys
+
+    cfg = tiny_ppo(trainer={"progress": True, "total_frames": 512})
+    PPOTrainer(cfg, run_dir=tmp_path / "quiet").train()
+    assert "frames" not in capsys.readouterr().out
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    trainer = PPOTrainer(cfg, run_dir=tmp_path / "tty")
+    trainer.train()
+    assert trainer.frames == 512
+    assert "512/512 frames" in capsys.readouterr().out

@@ -108,6 +108,8 @@ class RunOutcome:
     only when the run failed before timing anything)."""
     benchmarks: int
     """How many timed results the file holds."""
+    log: str = ""
+    """The end of pytest's output when the run was ``quiet`` (to explain a failure)."""
 
     @property
     def ok(self) -> bool:
@@ -242,14 +244,19 @@ def run(
         text=True,
         check=False,
     )
-    if proc.returncode == 5:  # pytest: no tests collected
-        raise BenchInputError(
-            f"no benchmark case in set {set_name!r} matched -k {keyword!r}; "
-            "expected at least one; check the expression with `pytest --collect-only -k`"
-        )
+    tail = (proc.stdout or "")[-4000:] + (proc.stderr or "")[-4000:] if quiet else ""
+    returncode = proc.returncode
+    if returncode == 5:  # pytest: no tests collected
+        if keyword:
+            raise BenchInputError(
+                f"no benchmark case in set {set_name!r} matched -k {keyword!r}; expected at "
+                "least one; check the expression with `pytest tests/benchmarks --collect-only -k`"
+            )
+        print(f"rlpace-bench run: the {set_name} set has no cases here", file=sys.stderr)
+        returncode = 0  # an empty set (a GPU set before any gpu=True case) is not a failure
     if not output.exists():
-        if proc.returncode != 0:  # failed before any result: nothing to save
-            return RunOutcome(returncode=proc.returncode, output=output, benchmarks=0)
+        if returncode != 0:  # failed before any result: nothing to save
+            return RunOutcome(returncode=returncode, output=output, benchmarks=0, log=tail)
         _write_empty_result(output, root)
     benchmarks = len(json.loads(output.read_text()).get("benchmarks", []))
-    return RunOutcome(returncode=proc.returncode, output=output, benchmarks=benchmarks)
+    return RunOutcome(returncode=returncode, output=output, benchmarks=benchmarks, log=tail)

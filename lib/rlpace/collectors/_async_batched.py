@@ -19,7 +19,13 @@ import torch
 from tensordict import TensorDictBase
 
 from rlpace.collectors._multi import resolve_policy
-from rlpace.collectors._rollout import ENV_KEY, TRAJ_KEY, EnvStepError, WorkerDiedError
+from rlpace.collectors._rollout import (
+    ENV_KEY,
+    TRAJ_KEY,
+    EnvStepError,
+    WorkerDiedError,
+    stack_frames,
+)
 from rlpace.collectors._server import InferenceServer, ServerStats
 from rlpace.collectors._single import check_total_frames, resolve_env
 from rlpace.collectors._transports import TransportClosed, make_transport
@@ -92,6 +98,12 @@ class AsyncBatchedCollector:
         server_timeout: seconds the server waits for ``min_batch_size`` requests.
         replay_buffer: an object with ``extend``; batches go there, iteration yields
             ``None``.
+        start_method: for ``env_backend="multiprocessing"``: ``"fork"`` (default where
+            available), ``"spawn"`` or ``"forkserver"``; never set globally.
+        ray_address: for ``backend="ray"`` when Ray is not initialized yet: the
+            cluster address passed to ``ray.init`` (``None``: a local instance).
+        ray_actor_options: ``.options(...)`` for every env actor (default
+            ``{"num_cpus": 0}``, so more envs than CPUs fit on one machine).
 
     Example:
         >>> from functools import partial
@@ -376,7 +388,7 @@ class AsyncBatchedCollector:
             slots.append(slot)
             trajs.append(traj)
         self._credits.release(len(frames))
-        batch = torch.stack(frames, 0)
+        batch = stack_frames(frames)
         env_ids = torch.tensor(slots)
         batch.set(ENV_KEY, env_ids)
         batch.set(TRAJ_KEY, torch.tensor(trajs))

@@ -334,11 +334,11 @@ class Trainer:
         logger = RunLogger(self.run_dir, tensorboard=tc.tensorboard, append=self._resumed)
         bar = self._progress()
         threads = torch.get_num_threads()
-        torch.set_num_threads(tc.num_threads)
-        self._new_collector()
         window: deque[tuple[float, int]] = deque(maxlen=5)
         start = time.perf_counter() - self._wall_s
         try:
+            torch.set_num_threads(tc.num_threads)
+            self._new_collector()
             while self.frames < tc.total_frames:
                 t0 = time.perf_counter()
                 with timeit("trainer/collect"):

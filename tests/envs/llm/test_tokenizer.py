@@ -98,3 +98,21 @@ def test_bare_tokenizer_has_no_pad_or_eos(bare_tok):
     codec = TextCodec(bare_tok)
     assert codec.pad_token_id is None and codec.eos_token_id is None
     assert TextCodec(bare_tok, eos_token_id=1).eos_token_id == 1
+
+
+def test_text_that_is_not_unicode_is_explained():
+    codec = TextCodec(default_tokenizer())
+    with pytest.raises(ValueError, match="text 1 is not valid Unicode"):
+        codec.encode_batch(["fine", "bad \udcff byte"])
+    with pytest.raises(TypeError, match="decode bytes first"):
+        codec.encode_batch(["fine", b"bytes"])
+
+
+def test_env_reports_undecodable_responses_clearly(tok):
+    from rlpace.envs.llm import LLMEnv
+
+    env = LLMEnv(["q"], tokenizer=tok, batch_size=1)
+    td = env.reset()
+    td["text_response"] = ["bad \udcff"]
+    with pytest.raises(ValueError, match="not valid Unicode"):
+        env.step(td)

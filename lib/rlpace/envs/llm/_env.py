@@ -7,6 +7,7 @@ import numbers
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
+import numpy as np
 import torch
 from tensordict import (
     LazyStackedTensorDict,
@@ -45,7 +46,9 @@ class LLMEnv(EnvBase):
         all of them, ``as_nested_tensor=True`` a jagged nested tensor; no padding
         anywhere. With ``padded=True``: ``[B, max_length]`` tensors *left*-padded with
         the pad token, and a boolean mask; the fixed width makes every step's output
-        the same shape, so rollouts and collectors can stack them densely. ``prompt_truncated`` (``[B, 1]``) is
+        the same shape, so rollouts and collectors can stack them densely. Use
+        ``padded=True`` with ``rlpace.collectors.Collector``, which stacks densely;
+        ``env.rollout`` handles both layouts. ``prompt_truncated`` (``[B, 1]``) is
         True where the prompt was cut to ``max_length`` tokens (see below).
 
     Actions:
@@ -61,7 +64,11 @@ class LLMEnv(EnvBase):
         (characters without a tokenizer). Prompts longer than ``max_length`` at reset
         raise with ``on_overflow="error"``; with ``"truncate"`` (the default) they keep
         their *last* ``max_length`` tokens (the end holds the generation prompt), the
-        ``text`` is the decoded kept part and ``prompt_truncated`` is set.
+        ``text`` is the decoded kept part and ``prompt_truncated`` is set. Without a
+        tokenizer there is no EOS and lengths are counted in characters.
+
+    Multi-turn: the next prompt is the whole conversation with a new assistant turn
+    opened; tools or simulated users can append messages with a transform.
 
     Text: ids whose bytes are not valid UTF-8 (half a character) decode to U+FFFD.
 
@@ -473,11 +480,14 @@ def _left_pad(
     seqs: Sequence[Sequence[int]], pad_id: int, width: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``[B, width]`` ids left-padded with ``pad_id`` and the boolean mask of real tokens."""
-    lengths = torch.tensor([len(s) for s in seqs], dtype=torch.long)
-    mask = torch.arange(width).expand(len(seqs), width) >= (width - lengths).unsqueeze(1)
-    out = torch.full((len(seqs), width), pad_id, dtype=torch.long)
-    out[mask] = torch.tensor([t for s in seqs for t in s], dtype=torch.long)
-    return out, mask
+    # numpy: single-threaded small fills, no intra-op thread wake-ups per call
+    ids = np.full((len(seqs), width), pad_id, dtype=np.int64)
+    lengths = np.fromiter((len(x) for x in seqs), dtype=np.int64, count=len(seqs))
+    for row, seq in enumerate(seqs):
+        if len(seq):
+            ids[row, width - len(seq) :] = seq
+    mask = np.arange(width)[None, :] >= (width - lengths)[:, None]
+    return torch.from_numpy(ids), torch.from_numpy(mask)
 
 
 def _strip_right(row: torch.Tensor, pad_id: int | None) -> torch.Tensor:

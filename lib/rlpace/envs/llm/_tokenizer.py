@@ -166,19 +166,54 @@ class TextCodec:
         if eos_token_id is not None:
             self.eos_token_id = int(eos_token_id)
         self.special_tokens = specials
+        # ``encode_batch_fast`` (tokenizers >= 0.21) skips the character offsets we never use
+        self._encode_batch = getattr(self.backend, "encode_batch_fast", self.backend.encode_batch)
         self.vocab_size = self.backend.get_vocab_size(with_added_tokens=True)
         self.eos_token = (
             None if self.eos_token_id is None else self.backend.id_to_token(self.eos_token_id)
         )
 
     def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
-        """Token ids of each text, no special tokens added."""
-        return [e.ids for e in self.backend.encode_batch(list(texts), add_special_tokens=False)]
+        """Token ids of each text, no special tokens added.
+
+        Text that is not valid Unicode (a lone surrogate, e.g. from bytes decoded with
+        ``errors="surrogateescape"``) raises ``ValueError`` naming the text.
+
+        Example:
+            >>> TextCodec(default_tokenizer()).encode_batch(["12", "<eos>"])
+            [[21, 22], [1]]
+        """
+        texts = list(texts)
+        try:
+            encoded = self._encode_batch(texts, add_special_tokens=False)
+        except (TypeError, ValueError, UnicodeError) as exc:
+            for i, text in enumerate(texts):
+                if not isinstance(text, str):
+                    raise TypeError(
+                        f"text {i} to tokenize is a {type(text).__name__}, expected str; "
+                        "decode bytes first (data.decode('utf-8', errors='replace'))"
+                    ) from exc
+                try:
+                    text.encode("utf-8")
+                except UnicodeEncodeError as bad:
+                    raise ValueError(
+                        f"text {i} is not valid Unicode (character {bad.start} is a lone "
+                        f"surrogate {text[bad.start]!r}); decode its bytes with "
+                        "errors='replace' instead of 'surrogateescape'"
+                    ) from exc
+            raise
+        return [e.ids for e in encoded]
 
     def decode_batch(
         self, ids: Sequence[Sequence[int]], skip_special_tokens: bool = False
     ) -> list[str]:
-        """Text of each id sequence; invalid UTF-8 becomes U+FFFD (see class docs)."""
+        """Text of each id sequence; invalid UTF-8 becomes U+FFFD (see class docs).
+
+        Example:
+            >>> codec = TextCodec(default_tokenizer())
+            >>> codec.decode_batch([[21, 22, 1]]), codec.decode_batch([[21, 22, 1]], True)
+            (['12<eos>'], ['12'])
+        """
         lists = [list(map(int, x)) for x in ids]
         for row, seq in enumerate(lists):
             if seq and (min(seq) < 0 or max(seq) >= self.vocab_size):
