@@ -140,7 +140,13 @@ def resolve_private_paths(app: Sphinx, env, node, contnode):
     if not candidates:
         return None
     return domain.resolve_xref(
-        env, node["refdoc"], app.builder, node.get("reftype") or "obj", candidates[0], node, contnode
+        env,
+        node["refdoc"],
+        app.builder,
+        node.get("reftype") or "obj",
+        candidates[0],
+        node,
+        contnode,
     )
 
 
