@@ -346,6 +346,28 @@ class _TensorStorageBase(_Storage):
             gathered = {k: v.reshape(*index.shape, *v.shape[1:]) for k, v in gathered.items()}
         return TensorDict(_nest(gathered), batch_size=[*index.shape, *self._item_batch])
 
+    def get_unless_overwritten(self, index: torch.Tensor) -> TensorDict | None:
+        """:meth:`get`, or ``None`` when a writer re-reserved one of the slots meanwhile.
+
+        Once the ring has wrapped, a slot can be reserved for new data while a reader
+        copies it. The reader compares the slots' owning tickets (which only grow) and
+        commit flags before and after the copy; any change means a torn read.
+        """
+        ledger = self.ledger
+        if ledger.directory is None:  # no other process writes here
+            return self.get(index)
+        if ledger.writes <= self.max_size:
+            data = self.get(index)
+            # nothing overwritten yet; if the ring wrapped during the copy, read again
+            return data if ledger.writes <= self.max_size else None
+        slots = index.reshape(-1).numpy()
+        owner = ledger.owner[slots]
+        valid = ledger.valid[slots]
+        data = self.get(index)
+        if valid.all() and ledger.valid[slots].all() and np.array_equal(owner, ledger.owner[slots]):
+            return data
+        return None
+
     def column(self, key: Key | str, slots: torch.Tensor) -> torch.Tensor:
         """One entry's values at ``slots``."""
         key = key if isinstance(key, tuple) else (key,)
