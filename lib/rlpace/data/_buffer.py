@@ -262,7 +262,15 @@ class ReplayBuffer:
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Replace this buffer's contents with a :meth:`state_dict`."""
+        """Replace this buffer's contents with a :meth:`state_dict`.
+
+        Example:
+            >>> from rlpace.data import ReplayBuffer, TensorStorage
+            >>> ReplayBuffer(TensorStorage(5)).load_state_dict({"format_version": 0})
+            Traceback (most recent call last):
+            ...
+            ValueError: replay-buffer state has format version 0; this rlpace reads version 1. Load it with the rlpace that saved it
+        """
         version = state.get("format_version")
         if version != FORMAT_VERSION:
             raise ValueError(
@@ -296,7 +304,16 @@ class ReplayBuffer:
         )
 
     def loads(self, path: str | os.PathLike) -> None:
-        """Load a buffer saved by :meth:`dumps` into this one."""
+        """Load a buffer saved by :meth:`dumps` into this one (see :meth:`dumps`).
+
+        Example:
+            >>> import tempfile
+            >>> from rlpace.data import ReplayBuffer, TensorStorage
+            >>> ReplayBuffer(TensorStorage(5)).loads(tempfile.mkdtemp())
+            Traceback (most recent call last):
+            ...
+            FileNotFoundError: ... holds no saved replay buffer (rlpace-replay-buffer.json is missing); pass the directory given to ReplayBuffer.dumps
+        """
         path = Path(path)
         meta_path = path / _DUMP_META
         if not meta_path.exists():
