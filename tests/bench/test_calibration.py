@@ -74,7 +74,7 @@ def test_config_rejects_a_pool_smaller_than_one_comparison():
 def test_aa_on_a_tiny_suite(tiny_suite, monkeypatch, capsys):
     monkeypatch.chdir(tiny_suite)
     args = ["aa", "--runs", "3", "--repeats", "1", "--pool", "3", "--max-time", "0.05"]
-    args += ["--inject", "test_beta=0.5"]
+    args += ["--inject", "test_beta=1.0"]
     assert cli_main(args) == 0
     printed = capsys.readouterr().out
     assert "A/A calibration, cpu set: 3 comparisons of 1 runs per side (pool of 3 runs)" in printed
@@ -96,19 +96,19 @@ def test_aa_on_a_tiny_suite(tiny_suite, monkeypatch, capsys):
     side_b = merge_runs([load_results(runs_dir / f"clean-{i}.json") for i in b])
     redone = {r.name: r.median_change_pct for r in compare_runs(side_b, side_a).rows}
     for name, bench in by_name.items():
-        assert bench.comparisons == 3 and len(bench.changes_pct) == 3
+        assert bench.comparisons == 3 and len(bench.changes_pct) == 3, md_table(cal)
         assert math.isclose(bench.changes_pct[0], redone[name], abs_tol=1e-3)
         assert bench.gate_pct >= max(abs(c) for c in bench.changes_pct)
         assert bench.mdc_pct > bench.gate_pct
         assert 0 < bench.noise_fraction <= 1
 
-    # the injected 50% slowdown of test_beta is seen; test_alpha was not slowed
-    assert by_name["test_beta"].injected == 0.5 and by_name["test_alpha"].injected == 0.0
-    assert by_name["test_beta"].detected_raw == 1.0
+    # the injected 100% slowdown of test_beta is seen; test_alpha was not slowed
+    assert by_name["test_beta"].injected == 1.0 and by_name["test_alpha"].injected == 0.0
+    assert by_name["test_beta"].detected_raw == 1.0, md_table(cal)
     slowed = json.loads((runs_dir / "slow-0.json").read_text())["benchmarks"]
     assert {b["name"]: b["extra_info"].get("injected_slowdown") for b in slowed} == {
         "test_alpha": None,
-        "test_beta": 0.5,
+        "test_beta": 1.0,
     }
     md = (tiny_suite / "reports" / "aa" / "cpu.md").read_text()
     assert md == format_calibration(cal) and "`test_beta`" in md
@@ -120,6 +120,11 @@ def test_aa_on_a_tiny_suite(tiny_suite, monkeypatch, capsys):
     again = read_calibration(tiny_suite / "reports" / "aa" / "cpu.json")
     assert [b.changes_pct for b in again.benchmarks] == [b.changes_pct for b in cal.benchmarks]
     assert {p: p.stat().st_mtime_ns for p in runs_dir.glob("*.json")} == before
+
+
+def md_table(cal):
+    """The calibration's own table, shown when an assertion about it fails."""
+    return "\n" + format_calibration(cal)
 
 
 def test_reading_a_foreign_file_says_what_to_do(tmp_path):

@@ -254,10 +254,11 @@ def slowdown_for(test_id: str, spec: str | None = None) -> float:
 
 
 def _slowed_down(fn: Callable[[], Any], fraction: float) -> Callable[[], Any]:
-    """Wrap ``fn`` so each call spins for ``fraction`` of its own duration afterwards.
+    """Wrap ``fn`` so each call waits ``fraction`` of its own duration afterwards.
 
-    A busy wait rather than ``time.sleep``: sleeping is too coarse for calls of a few
-    microseconds, and a spin keeps the CPU as busy as the work it stands for.
+    Short waits spin (``time.sleep`` is too coarse for calls of a few microseconds);
+    long ones sleep all but the last :data:`_SPIN_S` and spin the rest, because a
+    process that spins for milliseconds on a busy machine is preempted and overshoots.
     """
     clock = time.perf_counter
 
@@ -266,12 +267,18 @@ def _slowed_down(fn: Callable[[], Any], fraction: float) -> Callable[[], Any]:
         out = fn()
         end = clock()
         deadline = end + (end - start) * fraction
+        if deadline - end > 2 * _SPIN_S:
+            time.sleep(deadline - end - _SPIN_S)
         while clock() < deadline:
             pass
         return out
 
     slowed.__wrapped__ = fn  # type: ignore[attr-defined]
     return slowed
+
+
+_SPIN_S = 0.0005
+"""The last stretch of an injected wait that is spun rather than slept."""
 
 
 _REGISTRY: dict[str, Case] = {}
