@@ -274,3 +274,59 @@ def test_collector_with_rb(impl, kind):
                     f"torchrl 0.14.1's MultiSyncCollector with replay_buffer= fails here: {exc}"
                 ) from exc
     return _throughput(collector, FRAMES)
+
+
+def compare_interleaved(blocks: int = 3, only: str | None = None) -> None:
+    """rlpace against torchrl in one process, alternating blocks of 8 batches.
+
+    On a shared machine the load drifts between pytest-benchmark's back-to-back
+    cases; alternating blocks exposes both sides to the same load, so the median
+    of the paired ratios is the figure to quote. Run it as
+    ``python tests/benchmarks/test_collectors.py [blocks] [case-prefix]``.
+    """
+    import statistics
+    import time
+
+    threads = {"backend": "threading", "transport": "slot", "envs": 8}
+    grid = [
+        (test_collector_single, {"env": "counting"}),
+        (test_collector_single, {"env": "cartpole"}),
+        (test_async_batched, {**threads, "env": "counting"}),
+        (test_async_batched, {**threads, "env": "cartpole"}),
+        (test_async_batched, {**threads, "env": "sleep2ms"}),
+        (test_collector_sync, {"env": "counting"}),
+        (test_collector_sync, {"env": "cartpole"}),
+        (test_collector_async, {"env": "counting"}),
+        (test_collector_async, {"env": "cartpole"}),
+    ]
+    for setup, params in grid:
+        name = setup.__name__
+        if only and not name.startswith(only):
+            continue
+        ours, theirs = setup(impl="rlpace", **params), setup(impl="torchrl", **params)
+        rates: dict[str, list[float]] = {"rlpace": [], "torchrl": []}
+        for _ in range(blocks):
+            for impl, timed in (("rlpace", ours), ("torchrl", theirs)):
+                start = time.perf_counter()
+                for _ in range(8):
+                    timed.fn()
+                rates[impl].append(8 * timed.items / (time.perf_counter() - start))
+        ours.teardown()
+        theirs.teardown()
+        ratio = statistics.median(a / b for a, b in zip(rates["rlpace"], rates["torchrl"]))
+        print(
+            f"{name:22s} {params['env']:9s} rlpace {statistics.median(rates['rlpace']):8.0f} "
+            f"frames/s  torchrl {statistics.median(rates['torchrl']):8.0f} frames/s  "
+            f"ratio {ratio:5.2f}  {ours.extra_info}",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    import sys
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    compare_interleaved(
+        int(sys.argv[1]) if len(sys.argv) > 1 else 3, sys.argv[2] if len(sys.argv) > 2 else None
+    )

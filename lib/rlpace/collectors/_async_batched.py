@@ -12,6 +12,7 @@ import contextlib
 import itertools
 import queue
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -24,6 +25,7 @@ from rlpace.collectors._rollout import (
     TRAJ_KEY,
     EnvStepError,
     WorkerDiedError,
+    root_keys_after_step,
     stack_frames,
 )
 from rlpace.collectors._server import InferenceServer, ServerStats
@@ -285,22 +287,27 @@ class AsyncBatchedCollector:
     def _env_loop(self, slot: int, env: Any) -> None:
         transport = self.transport
         results = self._results
-        credits = self._credits
         stop = self._stop
         keys = self._request_keys
         reward_keys = list(env.reward_keys)
+        # Back-pressure without a shared lock: pause while the consumer lags far behind.
+        cap = 2 * self.frames_per_batch
+        keep = None  # root keys after a step: next's entries minus rewards (select < exclude)
         try:
             root = env.reset()
             traj = next(self._traj_counter)
             while not stop.is_set():
-                if not credits.acquire(timeout=0.1):
+                if results.qsize() >= cap:
+                    time.sleep(0.0005)
                     continue
                 transport.submit(slot, root.select(*keys) if keys else root)
                 transport.receive_into(slot, root)
                 frame = env.step(root)
                 results.put((slot, traj, frame))
                 nxt = frame.get("next")
-                root = nxt.exclude(*reward_keys)
+                if keep is None:
+                    keep = root_keys_after_step(nxt, reward_keys)
+                root = nxt.select(*keep) if keep else nxt.exclude(*reward_keys)
                 done = nxt.get("done", None)
                 if done is not None and bool(done.any()):
                     root = env.reset()

@@ -146,6 +146,7 @@ class Rollout:
             trajs = []
             policy = self._call_policy
             reward_keys = self._reward_keys[i]
+            keep = None
             batched = bool(env.batch_size)
             for _ in range(self.steps):
                 root = policy(root)
@@ -153,7 +154,9 @@ class Rollout:
                 frames.append(frame)
                 trajs.append(traj)
                 nxt = frame.get("next")
-                root = nxt.exclude(*reward_keys)
+                if keep is None:
+                    keep = root_keys_after_step(nxt, reward_keys)
+                root = nxt.select(*keep) if keep else nxt.exclude(*reward_keys)
                 done = nxt.get("done", None)
                 if done is not None and bool(done.any()):
                     if batched:
@@ -210,6 +213,23 @@ def direct_policy(policy: Any) -> Callable[[TensorDictBase], TensorDictBase]:
         return td
 
     return call_many
+
+
+def root_keys_after_step(nxt: TensorDictBase, reward_keys: list[Any]) -> list[Any]:
+    """Top-level keys of ``nxt`` minus the rewards, so the next root is a cheap ``select``.
+
+    Returns ``[]`` when a reward key is nested (the caller then uses ``exclude``).
+
+    Example:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> nxt = TensorDict({"observation": torch.zeros(2), "reward": torch.ones(1)})
+        >>> root_keys_after_step(nxt, ["reward"])
+        ['observation']
+    """
+    if any(not isinstance(k, str) for k in reward_keys):
+        return []
+    return [k for k in nxt.keys() if k not in reward_keys]  # noqa: SIM118 - iterating a TensorDict walks its batch dim
 
 
 def stack_frames(frames: list[TensorDictBase], dim: int = 0) -> TensorDictBase:
