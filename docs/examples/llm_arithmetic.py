@@ -14,7 +14,7 @@ mean reward of its group (the GRPO baseline), and the loss is REINFORCE on the
 summed per-token log-probs that ``TransformersPolicy.log_prob`` recomputes with
 gradients.
 
-Run (about 2.5 minutes on a busy 2-core machine):
+Run (one to three minutes on a busy 2-core machine):
     .venv/bin/python docs/examples/llm_arithmetic.py
 
 Measured with the defaults (600 updates of 64 answers, seed 0): the mean reward of
