@@ -56,6 +56,7 @@ def test_run_directory_holds_config_log_checkpoints_and_plot(tiny_ppo, tmp_path)
     rows = read_log(run)
     assert [r["frames"] for r in rows] == [256.0, 512.0, 768.0, 1024.0]
     assert {"losses/objective", "charts/return", "charts/frames_per_s"} <= set(rows[0])
+    assert rows[-1]["time/trainer/collect/mean_s"] > 0
     assert (run / "learning_curve.png").stat().st_size > 1000
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == [
         "batch_000002.pt",

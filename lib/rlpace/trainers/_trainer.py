@@ -368,6 +368,8 @@ class Trainer:
                     self.fire("post_eval", ev)
                 self.last_scalars = row
                 if self.batches % tc.log_every_batches == 0:
+                    # process-wide timers (mean seconds per use) ride along in the log
+                    row.update((k, v) for k, v in timeit.scalars().items() if k.endswith("/mean_s"))
                     logger.log(self.frames, row)
                 if bar is not None:
                     bar.update(self._task, completed=self.frames, fps=fps, ret=ret)
