@@ -34,8 +34,6 @@ KNOWN_WITHOUT_EXAMPLE = {
     "rlpace.bench.pr_progress.print_summary",
     "rlpace.collectors.Transport",
     "rlpace.collectors.TransportClosed",
-    "rlpace.data.EmptyBufferError",
-    "rlpace.data.Sampler",
 }
 
 
