@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TextIO
 
 from rlpace.bench.compare import compare_runs
+from rlpace.bench.environment import require_compatible_runs
 from rlpace.bench.errors import BenchInputError
 from rlpace.bench.render import STYLES, render_report
 from rlpace.bench.results import load_results
@@ -62,6 +63,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--json", dest="json_path", help="also write the comparison as versioned JSON here"
     )
     parser.add_argument(
+        "--allow-env-mismatch",
+        action="store_true",
+        help="compare even when the files' environments (versions, CPU, threads) differ",
+    )
+    parser.add_argument(
         "--fail-on-regression",
         action="store_true",
         help="exit 1 when a benchmark worsened (by the statistical verdict, in both styles)",
@@ -79,6 +85,7 @@ def compare_files(
     output: Path | None = None,
     json_path: Path | None = None,
     fail_on_regression: bool = False,
+    allow_env_mismatch: bool = False,
     stdout: TextIO | None = None,
 ) -> int:
     """Load, compare, render and write; return the exit code (0, or 1 on a regression
@@ -86,6 +93,8 @@ def compare_files(
 
     Raises:
         BenchInputError: a file cannot be read or an option is invalid (exit 2).
+        EnvironmentMismatchError: both files carry rlpace environment metadata and it
+            differs, without ``allow_env_mismatch`` (exit 2).
 
     Example:
         >>> compare_files(head=Path("missing.json"))
@@ -95,6 +104,11 @@ def compare_files(
     """
     head_df = load_results(head)
     base_df = load_results(base) if base is not None else None
+    if base_df is not None:
+        for diff in require_compatible_runs(
+            head_df, base_df, allow_mismatch=allow_env_mismatch, require_metadata=False
+        ):
+            print(f"rlpace-bench: warning: environments differ: {diff}", file=sys.stderr)
     comparison = compare_runs(head_df, base_df, threshold=threshold, alpha=alpha)
     text = render_report(comparison, style=style, title=title)
     if output is not None:
@@ -137,4 +151,5 @@ def main(args: argparse.Namespace) -> int:
         output=Path(args.output) if args.output else None,
         json_path=Path(args.json_path) if args.json_path else None,
         fail_on_regression=args.fail_on_regression,
+        allow_env_mismatch=args.allow_env_mismatch,
     )
