@@ -263,3 +263,11 @@ def test_unshareable_storage_refuses_to_be_sent(storage):
 def test_forked_list_storage_refuses_to_write_a_private_copy(start):
     rb = ReplayBuffer(ListStorage(4))
     assert _finish(start(FORK, _extend_inherited, rb)) == 3
+
+
+def test_unpickling_a_freed_shared_storage_says_so():
+    rb = ReplayBuffer(TensorStorage(4))
+    payload = pickle.dumps(rb)
+    del rb
+    with pytest.raises(FileNotFoundError, match="is gone: the process that created it"):
+        pickle.loads(payload)

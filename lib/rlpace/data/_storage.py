@@ -418,6 +418,12 @@ class _TensorStorageBase(_Storage):
         }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        if not (Path(state["directory"]) / _META).exists():
+            raise FileNotFoundError(
+                f"the shared storage at {state['directory']} is gone: the process that "
+                "created it has freed it. Keep the creating buffer alive while others use "
+                "it, or use MemmapStorage(max_size, path=...) for files that outlive it"
+            )
         self._setup(
             state["max_size"], torch.device(state["device"]), Path(state["directory"]), owned=False
         )
