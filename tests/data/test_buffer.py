@@ -334,8 +334,5 @@ def test_threads_extending_one_buffer_lose_nothing(batch, shared):
         t.join()
     stored = rb.storage.get(torch.arange(2_000))
     _consistent(stored)
-    assert (
-        len(rb) == 2_000
-        and sorted(stored["id"].tolist()) == list(range(4_000))[:0]
-        or sorted(stored["id"].tolist()) == [w * 1000 + i for w in range(4) for i in range(500)]
-    )
+    assert len(rb) == 2_000
+    assert sorted(stored["id"].tolist()) == [w * 1000 + i for w in range(4) for i in range(500)]
