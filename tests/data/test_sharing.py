@@ -271,3 +271,15 @@ def test_unpickling_a_freed_shared_storage_says_so():
     del rb
     with pytest.raises(FileNotFoundError, match="is gone: the process that created it"):
         pickle.loads(payload)
+
+
+def _open_memmap(path, n):
+    MemmapStorage(n, path=path)
+
+
+def test_processes_opening_one_new_directory_agree(tmp_path, start):
+    path = tmp_path / "new"
+    procs = [start(FORK, _open_memmap, path, 32) for _ in range(4)]
+    assert [_finish(p) for p in procs] == [0, 0, 0, 0]
+    rb = ReplayBuffer(MemmapStorage(32, path=path))
+    assert rb.extend(_batch(0, 3)).tolist() == [0, 1, 2]

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from tensordict import MemoryMappedTensor, TensorDict, TensorDictBase
 
-from rlpace.data._ledger import SlotLedger, _shared_array
+from rlpace.data._ledger import FileLock, SlotLedger, _shared_array
 
 FORMAT_VERSION = 1
 _META = "rlpace-storage.json"
@@ -140,7 +140,8 @@ class _TensorStorageBase(_Storage):
         self._pid = os.getpid()
         if directory is not None:
             directory.mkdir(parents=True, exist_ok=True)
-            self._check_or_write_meta(directory)
+            with FileLock(directory / "lock"):  # two processes opening one new directory
+                self._check_or_write_meta(directory)
         self.ledger = SlotLedger(max_size, directory)
         if directory is not None:
             if owned:
@@ -167,7 +168,7 @@ class _TensorStorageBase(_Storage):
                     "to reopen it, or use another directory"
                 )
             return
-        if any(directory.iterdir()):
+        if any(p.name != "lock" for p in directory.iterdir()):
             raise ValueError(
                 f"{directory} is not empty and holds no rlpace storage ({_META} is missing); "
                 "point the storage at an empty or new directory"
