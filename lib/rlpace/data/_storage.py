@@ -546,7 +546,9 @@ class ListStorage(_Storage):
 
     ``extend`` takes a list of objects (or a TensorDict, stored item by item);
     reading stacks TensorDict items back into one TensorDict and returns other
-    objects as a list. It cannot be shared: sending it to another process raises.
+    objects as a list. It keeps references, not copies: a batch changed in place
+    after ``extend`` changes the stored items too (TensorStorage copies). It cannot be
+    shared: sending it to another process raises.
 
     Args:
         max_size: how many items the storage holds; older items are overwritten.
