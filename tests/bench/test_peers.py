@@ -95,7 +95,7 @@ def test_peers_command_prints_one_line_per_pair(pb_head, capsys):
     assert main(["peers", str(pb_head)]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[0].startswith("median time ratio rlpace/torchrl, 95% bootstrap interval")
-    assert lines[1].startswith("fixture_benchmarks.py::test_sum_range[n=100]  rlpace/torchrl ")
+    assert lines[1].startswith("fixture_benchmarks.py::test_sum_range[n=100]  speedup ")
     assert len(lines) == 3
 
 

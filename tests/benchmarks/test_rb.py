@@ -172,9 +172,7 @@ def test_storage_write(impl, storage):
     def _span(start):
         return torch.arange(start, start + BATCH)
 
-    return Timed(
-        lambda: st.set(_span(next(cursor)), batch), items=BATCH, unit="items"
-    )
+    return Timed(lambda: st.set(_span(next(cursor)), batch), items=BATCH, unit="items")
 
 
 # ---- several processes extending one buffer ------------------------------------------

@@ -263,3 +263,23 @@ def test_unshareable_storage_refuses_to_be_sent(storage):
 def test_forked_list_storage_refuses_to_write_a_private_copy(start):
     rb = ReplayBuffer(ListStorage(4))
     assert _finish(start(FORK, _extend_inherited, rb)) == 3
+
+
+def test_unpickling_a_freed_shared_storage_says_so():
+    rb = ReplayBuffer(TensorStorage(4))
+    payload = pickle.dumps(rb)
+    del rb
+    with pytest.raises(FileNotFoundError, match="is gone: the process that created it"):
+        pickle.loads(payload)
+
+
+def _open_memmap(path, n):
+    MemmapStorage(n, path=path)
+
+
+def test_processes_opening_one_new_directory_agree(tmp_path, start):
+    path = tmp_path / "new"
+    procs = [start(FORK, _open_memmap, path, 32) for _ in range(4)]
+    assert [_finish(p) for p in procs] == [0, 0, 0, 0]
+    rb = ReplayBuffer(MemmapStorage(32, path=path))
+    assert rb.extend(_batch(0, 3)).tolist() == [0, 1, 2]

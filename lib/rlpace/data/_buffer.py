@@ -29,6 +29,10 @@ class ReplayBuffer:
     write outside any lock and then commit, so no item is lost or duplicated and
     ``len`` and the samplers only ever count fully written items.
 
+    A forked child that runs torch ops should call ``torch.set_num_threads(1)`` first
+    (as torch's DataLoader workers do): GNU OpenMP's thread pool does not survive fork,
+    and a parallel op in the child can hang once the parent has run one.
+
     Args:
         storage: where items live (``TensorStorage``, ``MemmapStorage``, ``ListStorage``).
         sampler: which items ``sample`` returns (default: ``RandomSampler()``).

@@ -254,12 +254,12 @@ class SliceSampler(Sampler):
         if key == self._cache_key:
             return self._runs
         order = torch.from_numpy(ledger.logical_order())
-        n_committed, slots = ledger.committed()
+        _, slots = ledger.committed()
         if slots is not None:  # drop uncommitted slots; they also break runs
             keep = torch.from_numpy(ledger.valid[order.numpy()].astype(bool))
         else:
             keep = None
-        traj = storage.column(self.traj_key, order).reshape(len(order), -1)
+        traj = storage.column(self.traj_key, order).cpu().reshape(len(order), -1)
         if traj.shape[1] != 1:
             raise ValueError(
                 f"SliceSampler: entry {self.traj_key!r} must hold one trajectory id per item; "

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from tensordict import MemoryMappedTensor, TensorDict, TensorDictBase
 
-from rlpace.data._ledger import SlotLedger, _shared_array
+from rlpace.data._ledger import FileLock, SlotLedger, _shared_array
 
 FORMAT_VERSION = 1
 _META = "rlpace-storage.json"
@@ -140,7 +140,8 @@ class _TensorStorageBase(_Storage):
         self._pid = os.getpid()
         if directory is not None:
             directory.mkdir(parents=True, exist_ok=True)
-            self._check_or_write_meta(directory)
+            with FileLock(directory / "lock"):  # two processes opening one new directory
+                self._check_or_write_meta(directory)
         self.ledger = SlotLedger(max_size, directory)
         if directory is not None:
             if owned:
@@ -167,7 +168,7 @@ class _TensorStorageBase(_Storage):
                     "to reopen it, or use another directory"
                 )
             return
-        if any(directory.iterdir()):
+        if any(p.name != "lock" for p in directory.iterdir()):
             raise ValueError(
                 f"{directory} is not empty and holds no rlpace storage ({_META} is missing); "
                 "point the storage at an empty or new directory"
@@ -418,6 +419,12 @@ class _TensorStorageBase(_Storage):
         }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        if not (Path(state["directory"]) / _META).exists():
+            raise FileNotFoundError(
+                f"the shared storage at {state['directory']} is gone: the process that "
+                "created it has freed it. Keep the creating buffer alive while others use "
+                "it, or use MemmapStorage(max_size, path=...) for files that outlive it"
+            )
         self._setup(
             state["max_size"], torch.device(state["device"]), Path(state["directory"]), owned=False
         )
@@ -539,7 +546,9 @@ class ListStorage(_Storage):
 
     ``extend`` takes a list of objects (or a TensorDict, stored item by item);
     reading stacks TensorDict items back into one TensorDict and returns other
-    objects as a list. It cannot be shared: sending it to another process raises.
+    objects as a list. It keeps references, not copies: a batch changed in place
+    after ``extend`` changes the stored items too (TensorStorage copies). It cannot be
+    shared: sending it to another process raises.
 
     Args:
         max_size: how many items the storage holds; older items are overwritten.
