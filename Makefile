@@ -46,7 +46,7 @@ ASV_STEP   ?= 0.1
 ASV        := $(PY) -m asv
 asv: $(STAMP)
 	$(ASV) machine --yes --config $(ASV_CONF)
-	$(ASV) run --config $(ASV_CONF) --skip-existing-successful --bench '$(ASV_BENCH)' $(ASV_RANGE)
+	$(ASV) run --config $(ASV_CONF) --skip-existing-successful --record-samples --bench '$(ASV_BENCH)' $(ASV_RANGE)
 	$(ASV) continuous --config $(ASV_CONF) --factor $(ASV_FACTOR) --bench '$(ASV_BENCH)' --no-only-changed $(ASV_BASE) $(ASV_HEAD)
 	$(ASV) compare --config $(ASV_CONF) --factor $(ASV_FACTOR) $(ASV_BASE) $(ASV_HEAD)
 	$(ASV) publish --config $(ASV_CONF)

@@ -7,7 +7,8 @@ at each commit, so this module relies only on the case contract that
 A case module that cannot be imported at an older commit is left out with a message
 on stderr instead of breaking discovery.
 
-For each case, one class with asv's ``params`` / ``param_names``, a ``setup`` that
+For each case, one class with asv's ``params`` / ``param_names``, a ``version`` hashed
+from the case's source, a ``setup`` that
 builds the callable (raising ``NotImplementedError``, asv's skip, for a
 ``SkipCase`` or a missing CUDA device), ``time_case`` that calls it (synchronizing
 CUDA), ``teardown``, and in the GPU set ``track_peak_cuda_memory``.
@@ -18,7 +19,9 @@ The suite directory is ``tests/benchmarks`` of this repository, or
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
+import inspect
 import os
 import sys
 from pathlib import Path
@@ -78,6 +81,20 @@ def cases() -> list[Any]:
     return found
 
 
+def case_version(c: Any) -> str:
+    """asv's ``version`` of a case: a hash of its setup's source.
+
+    Every generated class shares the same ``time_case`` source, from which asv would
+    derive one version for all; hashing the case body instead makes asv drop old
+    results of a case whose body changed.
+    """
+    try:
+        source = inspect.getsource(c.setup)
+    except (OSError, TypeError):
+        source = f"{c.module}:{c.name}"
+    return hashlib.sha256(source.encode()).hexdigest()[:16]
+
+
 def _is_skip(exc: BaseException) -> bool:
     return type(exc).__name__ == "SkipCase"
 
@@ -130,6 +147,7 @@ def make_class(c: Any, set_name: str) -> type:
         "time_case": time_case,
         "teardown": teardown,
         "rlpace_case": c,
+        "version": case_version(c),
         **TIMING,
     }
     if on_cuda:

@@ -70,6 +70,9 @@ def test_every_case_becomes_a_class_with_asv_params(adapter):
     assert not hasattr(gpu, "test_counted")
     assert gpu.test_device.params == [[4], ["cuda"]]
     assert hasattr(gpu.test_device, "track_peak_cuda_memory")
+    # asv's version follows each case's own body, not the shared generated method
+    assert cls.version != cpu.test_device.version
+    assert cpu.test_device.version == gpu.test_device.version
     # a module that cannot import (an older commit's rlpace) is left out, loudly
     assert "skipped case module test_broken.py: ModuleNotFoundError" in err
 

@@ -95,7 +95,7 @@ def test_peers_command_prints_one_line_per_pair(pb_head, capsys):
     assert main(["peers", str(pb_head)]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[0].startswith("median time ratio rlpace/torchrl, 95% bootstrap interval")
-    assert lines[1].startswith("fixture_benchmarks.py::test_sum_range[n=100]  rlpace/torchrl ")
+    assert lines[1].startswith("fixture_benchmarks.py::test_sum_range[n=100]  speedup ")
     assert len(lines) == 3
 
 
@@ -118,3 +118,10 @@ def test_peers_command_on_a_file_without_twins(pb_base, write_json, capsys):
     assert main(["peers", str(df_path)]) == 0
     assert "no case has both impl=rlpace and impl=torchrl" in capsys.readouterr().out
     assert main(["peers", str(pb_base), "--confidence", "1.5"]) == 2
+
+
+def test_pairs_from_an_asv_result_file(asv_head):
+    ratios = peer_ratios(load_results(asv_head))
+    # n=1000 has no torchrl result (skipped in that run), so only n=100 pairs
+    assert [(r.case, r.params) for r in ratios] == [("bench_work.TimeSum.time_sum", {"n": 100})]
+    assert ratios[0].ratio > 0

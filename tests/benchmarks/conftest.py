@@ -5,15 +5,19 @@ Options:
         without ``gpu=True`` are deselected, and every case skips with a reason when
         CUDA is missing.
     --rlpace-threads N: call ``torch.set_num_threads(N)`` once in this process before
-        any case runs (``rlpace-bench run`` passes 1; unset leaves torch's default).
+        any case runs; defaults to ``$RLPACE_BENCH_THREADS`` (``rlpace-bench run`` sets
+        it to 1); unset leaves torch's default.
 
 Every result file also carries the environment metadata of
 :func:`rlpace.bench.environment.collect_environment` under ``machine_info["rlpace"]``,
-and every result's ``extra_info`` names its ``set``. A case on CUDA is timed with
+and every result's ``extra_info`` names its ``set``. Items of the GPU set carry the
+``gpu`` marker. A case on CUDA is timed with
 ``torch.cuda.synchronize()`` after each call and records ``peak_cuda_memory_bytes``.
 """
 
 from __future__ import annotations
+
+import os
 
 import pytest
 
@@ -38,9 +42,19 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     threads = config.getoption("--rlpace-threads")
+    if threads is None and os.environ.get("RLPACE_BENCH_THREADS"):
+        try:
+            threads = int(os.environ["RLPACE_BENCH_THREADS"])
+        except ValueError:
+            raise pytest.UsageError(
+                "RLPACE_BENCH_THREADS: expected an integer >= 1, "
+                f"got {os.environ['RLPACE_BENCH_THREADS']!r}; unset it or fix the value"
+            ) from None
     if threads is not None:
         if threads < 1:
-            raise pytest.UsageError(f"--rlpace-threads: expected an integer >= 1, got {threads}")
+            raise pytest.UsageError(
+                f"--rlpace-threads: expected an integer >= 1, got {threads}; pass 1 or more"
+            )
         import torch
 
         torch.set_num_threads(threads)
@@ -81,6 +95,10 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         c = _case_of(getattr(item, "obj", None))
         (drop if c is not None and not c.in_set(set_name) else keep).append(item)
+    for item in keep:  # GPU-set items carry the `gpu` marker, so `-m gpu` selects them too
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None and callspec.params.get("device") == "cuda":
+            item.add_marker(pytest.mark.gpu)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep

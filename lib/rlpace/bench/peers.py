@@ -71,6 +71,22 @@ class PeerRatio:
     """Two-sided coverage of ``[low, high]``."""
 
     @property
+    def speedup(self) -> tuple[float, float, float]:
+        """The ops ratio rlpace/torchrl and its interval: ``(1/ratio, 1/high, 1/low)``.
+
+        Above 1 rlpace is faster; this is the figure speed targets are stated in.
+
+        Example:
+            >>> PeerRatio("t", {}, "a", "b", 1.0, 2.0, 0.5, 0.4, 0.625, 0.95).speedup
+            (2.0, 1.6, 2.5)
+        """
+
+        def inv(x: float) -> float:
+            return 1.0 / x if x > 0 else math.nan
+
+        return inv(self.ratio), inv(self.high), inv(self.low)
+
+    @property
     def verdict(self) -> str:
         """``faster`` / ``slower`` when the interval excludes 1, else ``tie``;
         ``unknown`` without an interval."""
@@ -180,9 +196,10 @@ def peers_frame(ratios: list[PeerRatio]) -> pd.DataFrame:
             "ratio": r.ratio,
             "low": r.low,
             "high": r.high,
+            "speedup": r.speedup[0],
             "verdict": r.verdict,
         }
         for r in ratios
     ]
     columns = ["case", "params", "rlpace_median", "torchrl_median", "ratio", "low", "high"]
-    return pd.DataFrame(rows, columns=[*columns, "verdict"])
+    return pd.DataFrame(rows, columns=[*columns, "speedup", "verdict"])

@@ -1,9 +1,9 @@
 """Run one benchmark set under pytest-benchmark with stable settings.
 
 The settings that make timings comparable are applied here, by the runner, never by
-the cases: one intra-op thread (``torch.set_num_threads(1)`` in the benchmark process
-through the suite plugin's ``--rlpace-threads``, and ``OMP_NUM_THREADS`` /
-``MKL_NUM_THREADS`` = 1 in its environment), warm-up iterations, the garbage
+the cases: one intra-op thread (``torch.set_num_threads(1)`` in the benchmark process,
+done by the suite plugin when ``RLPACE_BENCH_THREADS`` is set, and ``OMP_NUM_THREADS``
+/ ``MKL_NUM_THREADS`` = 1 in its environment), warm-up iterations, the garbage
 collector off while timing, raw samples kept in the JSON file, and a per-case
 timeout. The suite plugin (``tests/benchmarks/conftest.py``) stores the environment
 metadata (:mod:`rlpace.bench.environment`) in the file's ``machine_info``.
@@ -11,10 +11,14 @@ metadata (:mod:`rlpace.bench.environment`) in the file's ``machine_info``.
 Example:
     >>> settings = RunSettings(max_time=0.05, min_rounds=5)
     >>> args = pytest_args(set_name="cpu", output=Path("out.json"), settings=settings)
-    >>> "--benchmark-disable-gc" in args and "--rlpace-threads=1" in args
+    >>> "--benchmark-disable-gc" in args and "--benchmark-save-data" in args
     True
-    >>> stable_environ({"OMP_NUM_THREADS": "8"}, settings)["OMP_NUM_THREADS"]
-    '1'
+    >>> env = stable_environ({"OMP_NUM_THREADS": "8"}, settings)
+    >>> env["OMP_NUM_THREADS"], env["RLPACE_BENCH_THREADS"]
+    ('1', '1')
+
+The thread count travels as environment variables rather than a plugin option so that
+a base commit whose suite plugin predates the option still runs.
 """
 
 from __future__ import annotations
@@ -32,6 +36,9 @@ from rlpace.bench.environment import MACHINE_INFO_KEY, collect_environment
 from rlpace.bench.errors import BenchInputError
 
 __all__ = ["RunOutcome", "RunSettings", "pytest_args", "run", "stable_environ"]
+
+THREADS_VARIABLE = "RLPACE_BENCH_THREADS"
+"""Read by the suite plugin: ``torch.set_num_threads`` of the benchmark process."""
 
 SUITE_DIR = Path("tests") / "benchmarks"
 """Where the suite lives, relative to a repository root."""
@@ -101,6 +108,8 @@ class RunOutcome:
     only when the run failed before timing anything)."""
     benchmarks: int
     """How many timed results the file holds."""
+    log: str = ""
+    """The end of pytest's output when the run was ``quiet`` (to explain a failure)."""
 
     @property
     def ok(self) -> bool:
@@ -109,7 +118,8 @@ class RunOutcome:
 
 
 def stable_environ(base: Mapping[str, str], settings: RunSettings) -> dict[str, str]:
-    """The benchmark process's environment: ``base`` with the thread variables pinned.
+    """The benchmark process's environment: ``base`` with the thread variables pinned
+    (``OMP_NUM_THREADS``, ``MKL_NUM_THREADS`` and the plugin's ``RLPACE_BENCH_THREADS``).
 
     Example:
         >>> env = stable_environ({"PATH": "/bin"}, RunSettings(threads=2))
@@ -119,6 +129,7 @@ def stable_environ(base: Mapping[str, str], settings: RunSettings) -> dict[str, 
     env = dict(base)
     env["OMP_NUM_THREADS"] = str(settings.threads)
     env["MKL_NUM_THREADS"] = str(settings.threads)
+    env[THREADS_VARIABLE] = str(settings.threads)
     env.setdefault("PYTHONHASHSEED", "0")
     return env
 
@@ -147,7 +158,6 @@ def pytest_args(
         *paths,
         "--benchmark-only",
         f"--rlpace-set={set_name}",
-        f"--rlpace-threads={settings.threads}",
         f"--benchmark-json={output}",
         "--benchmark-save-data",
         "--benchmark-disable-gc",
@@ -234,14 +244,19 @@ def run(
         text=True,
         check=False,
     )
-    if proc.returncode == 5:  # pytest: no tests collected
-        raise BenchInputError(
-            f"no benchmark case in set {set_name!r} matched -k {keyword!r}; "
-            "expected at least one; check the expression with `pytest --collect-only -k`"
-        )
+    tail = (proc.stdout or "")[-4000:] + (proc.stderr or "")[-4000:] if quiet else ""
+    returncode = proc.returncode
+    if returncode == 5:  # pytest: no tests collected
+        if keyword:
+            raise BenchInputError(
+                f"no benchmark case in set {set_name!r} matched -k {keyword!r}; expected at "
+                "least one; check the expression with `pytest tests/benchmarks --collect-only -k`"
+            )
+        print(f"rlpace-bench run: the {set_name} set has no cases here", file=sys.stderr)
+        returncode = 0  # an empty set (a GPU set before any gpu=True case) is not a failure
     if not output.exists():
-        if proc.returncode != 0:  # failed before any result: nothing to save
-            return RunOutcome(returncode=proc.returncode, output=output, benchmarks=0)
+        if returncode != 0:  # failed before any result: nothing to save
+            return RunOutcome(returncode=returncode, output=output, benchmarks=0, log=tail)
         _write_empty_result(output, root)
     benchmarks = len(json.loads(output.read_text()).get("benchmarks", []))
-    return RunOutcome(returncode=proc.returncode, output=output, benchmarks=benchmarks)
+    return RunOutcome(returncode=returncode, output=output, benchmarks=benchmarks, log=tail)

@@ -22,7 +22,15 @@ HELP = "flag step changes across commits in asv results and plot each flagged be
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Declare the options of ``rlpace-bench history``."""
+    """Declare the options of ``rlpace-bench history``.
+
+    Example:
+        >>> parser = argparse.ArgumentParser()
+        >>> add_arguments(parser)
+        >>> args = parser.parse_args([])
+        >>> args.asv_config, args.results, args.threshold
+        ('asv_bench/asv.conf.json', None, 0.1)
+    """
     parser.add_argument(
         "--asv-config",
         default="asv_bench/asv.conf.json",
@@ -37,7 +45,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Print every step change, oldest first per benchmark; write the plots."""
+    """Print every step change, oldest first per benchmark; write the plots.
+
+    Example:
+        >>> parser = argparse.ArgumentParser()
+        >>> add_arguments(parser)
+        >>> main(parser.parse_args(["--results", "missing-results"]))
+        Traceback (most recent call last):
+        ...
+        rlpace.bench.errors.BenchInputError: expected an asv results directory at missing-results, found none; run `make asv` (or `asv run`) first, or pass --results DIR
+    """
     if args.threshold <= 0:
         raise BenchInputError(
             f"--threshold: expected a relative change > 0 (0.1 = 10 %), got {args.threshold}"

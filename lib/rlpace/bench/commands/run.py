@@ -24,7 +24,15 @@ _DEFAULTS = RunSettings()
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Declare the options of ``rlpace-bench run``."""
+    """Declare the options of ``rlpace-bench run``.
+
+    Example:
+        >>> parser = argparse.ArgumentParser()
+        >>> add_arguments(parser)
+        >>> args = parser.parse_args([])
+        >>> args.set, args.output, args.min_rounds >= 5, args.threads
+        ('cpu', None, True, 1)
+    """
     parser.add_argument("--set", choices=("cpu", "gpu"), default="cpu", help="benchmark set")
     parser.add_argument("-k", dest="keyword", default=None, help="pytest -k expression")
     parser.add_argument(
@@ -52,7 +60,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Run the set; exit 0 when every case passed or skipped, 1 when one failed."""
+    """Run the set; exit 0 when every case passed or skipped, 1 when one failed.
+
+    Example:
+        >>> parser = argparse.ArgumentParser()
+        >>> add_arguments(parser)
+        >>> main(parser.parse_args(["--max-time", "0"]))
+        Traceback (most recent call last):
+        ...
+        rlpace.bench.errors.BenchInputError: RunSettings.max_time: expected a number > 0, got 0.0; pass a valid max_time
+    """
     try:
         settings = RunSettings(
             max_time=args.max_time,
