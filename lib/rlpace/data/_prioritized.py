@@ -1,0 +1,157 @@
+"""Prioritized experience replay over a shared sum/min tree."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import torch
+
+from rlpace.data._samplers import Sampler, _committed
+from rlpace.data._sumtree import SumMinTree, tree_size
+
+
+def _check_number(name: str, value: Any, allow_zero: bool = True) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ValueError(f"PrioritizedSampler({name}=...) expects a finite number; got {value!r}")
+    if value < 0 or (value == 0 and not allow_zero):
+        bound = "non-negative" if allow_zero else "positive"
+        raise ValueError(f"PrioritizedSampler({name}=...) must be {bound}; got {value!r}")
+    return float(value)
+
+
+class PrioritizedSampler(Sampler):
+    """Prioritized replay: item ``i`` is drawn with probability ``p_i^alpha / sum p^alpha``.
+
+    New items get the highest priority seen so far. Samples carry a ``weight`` entry,
+    the importance weight ``(N * P(i))^-beta`` divided by the largest possible one
+    (that of the lowest-priority item), so weights lie in (0, 1]. The sum/min
+    tree lives next to a shared storage's data, so every process draws from, and
+    updates, the same priorities.
+
+    Args:
+        max_capacity: the most slots the tree holds (at least the storage's max_size).
+        alpha: how strongly priorities shape sampling (0: uniform).
+        beta: importance-weight exponent (0: no correction, 1: full correction).
+        eps: added to every priority so none is exactly zero.
+
+    Example:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> from rlpace.data import ReplayBuffer, TensorStorage
+        >>> rb = ReplayBuffer(TensorStorage(8), sampler=PrioritizedSampler(8, alpha=0.7, beta=0.5))
+        >>> _ = rb.extend(TensorDict({"obs": torch.zeros(4, 2)}, [4]))
+        >>> rb.update_priority(torch.tensor([0, 1]), torch.tensor([10.0, 0.1]))
+        >>> batch = rb.sample(16)
+        >>> batch["weight"].shape, bool((batch["weight"] <= 1.0).all())
+        (torch.Size([16]), True)
+    """
+
+    def __init__(self, max_capacity: int, alpha: float, beta: float, eps: float = 1e-8):
+        if isinstance(max_capacity, bool) or not isinstance(max_capacity, int) or max_capacity <= 0:
+            raise ValueError(
+                f"PrioritizedSampler(max_capacity=...) expects a positive int; got {max_capacity!r}"
+            )
+        self.max_capacity = max_capacity
+        self.alpha = _check_number("alpha", alpha)
+        self.beta = _check_number("beta", beta)
+        self.eps = _check_number("eps", eps)
+        self._tree: SumMinTree | None = None
+
+    def attach(self, storage) -> None:
+        if storage.max_size > self.max_capacity:
+            raise ValueError(
+                f"PrioritizedSampler(max_capacity={self.max_capacity}) is smaller than the "
+                f"storage's max_size={storage.max_size}; give the sampler "
+                f"max_capacity={storage.max_size} or more"
+            )
+        n = 2 * tree_size(self.max_capacity)
+        sums = storage.shared_array("priority_sum", (n,), np.float64)
+        mins = storage.shared_array("priority_min", (n,), np.float64, fill=np.inf)
+        self._max = storage.shared_array("priority_max", (1,), np.float64, fill=1.0)
+        self._tree = SumMinTree(self.max_capacity, sums, mins)
+        self._lock = storage.ledger.lock
+        self._valid = storage.ledger.valid
+
+    # called by the ledger with the lock held
+    def on_reserve(self, slots: np.ndarray) -> None:
+        self._tree.set(torch.from_numpy(slots), 0.0)
+
+    def on_commit(self, slots: np.ndarray) -> None:
+        self._tree.set(torch.from_numpy(slots), float(self._max[0]) ** self.alpha)
+
+    def on_empty(self) -> None:
+        self._tree.clear()
+        self._max[0] = 1.0
+
+    def sample(self, storage, batch_size: int):
+        n, _ = _committed(storage)
+        with self._lock:
+            index = self._tree.draw(batch_size)
+            priority = self._tree.leaves(index)
+            total, smallest = self._tree.total, self._tree.min
+        weight = (priority / total * n) ** -self.beta
+        weight = weight / ((smallest / total * n) ** -self.beta)
+        return index, {"weight": weight.to(torch.float32)}
+
+    def update_priority(self, storage, index: Any, priority: Any) -> None:
+        """Set the priority of slots ``index``; slots being rewritten are skipped."""
+        index = torch.as_tensor(index).reshape(-1).to(torch.int64).cpu()
+        priority = torch.as_tensor(priority, dtype=torch.float64).reshape(-1).cpu()
+        if priority.numel() == 1 and index.numel() != 1:
+            priority = priority.expand(index.numel())
+        if priority.numel() != index.numel():
+            raise ValueError(
+                f"update_priority got {index.numel()} indices and {priority.numel()} "
+                "priorities; pass one priority per index (or a single one for all)"
+            )
+        bad = ~torch.isfinite(priority) | (priority < 0)
+        if bool(bad.any()):
+            raise ValueError(
+                f"priorities must be finite and non-negative; got {priority[bad][:5].tolist()} "
+                f"at positions {torch.nonzero(bad).squeeze(1)[:5].tolist()}. Take abs() of "
+                "TD errors and replace NaNs before updating"
+            )
+        if index.numel() and (int(index.min()) < 0 or int(index.max()) >= storage.max_size):
+            raise IndexError(
+                f"update_priority indices must lie in [0, {storage.max_size}); got "
+                f"min={int(index.min())}, max={int(index.max())}. Pass the 'index' entry of a sample"
+            )
+        value = priority + self.eps
+        with self._lock:
+            live = torch.from_numpy(self._valid[index.numpy()].astype(bool))
+            if bool(live.any()):
+                self._tree.set(index[live], value[live] ** self.alpha)
+                self._max[0] = max(float(self._max[0]), float(value[live].max()))
+
+    def state_dict(self) -> dict[str, Any]:
+        tree = self._tree
+        return {
+            "priorities": tree.sums[tree.size : tree.size + tree.capacity].clone(),
+            "max_priority": float(self._max[0]),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        tree = self._tree
+        with self._lock:
+            leaves = state["priorities"].to(torch.float64)
+            tree.clear()
+            tree.sums[tree.size : tree.size + len(leaves)] = leaves
+            tree.mins[tree.size : tree.size + len(leaves)] = torch.where(
+                leaves > 0, leaves, torch.inf
+            )
+            tree.rebuild()
+            self._max[0] = state["max_priority"]
+
+    def __getstate__(self) -> dict[str, Any]:
+        # the tree itself is reattached from the storage by the buffer
+        return {
+            "max_capacity": self.max_capacity,
+            "alpha": self.alpha,
+            "beta": self.beta,
+            "eps": self.eps,
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(**state)

@@ -1,0 +1,659 @@
+"""Storages: where a replay buffer's items live, and how other processes reach them.
+
+``TensorStorage`` keeps one pre-allocated tensor per key (in shared memory by default
+on CPU), ``MemmapStorage`` keeps them in memory-mapped files in a directory that can be
+reopened later, and ``ListStorage`` keeps arbitrary Python objects in this process.
+Tensor storages allocate on their first ``extend`` from that batch's structure; when
+shared, the structure is written next to the data so a process that received the
+storage before the first write attaches to the same files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import weakref
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+import torch
+from tensordict import MemoryMappedTensor, TensorDict, TensorDictBase
+
+from rlpace.data._ledger import FileLock, SlotLedger, _shared_array
+
+FORMAT_VERSION = 1
+_META = "rlpace-storage.json"
+_SPEC = "spec.json"
+
+Key = tuple[str, ...]
+
+
+def _check_max_size(max_size: Any, cls: str) -> int:
+    if isinstance(max_size, bool) or not isinstance(max_size, int) or max_size <= 0:
+        raise ValueError(
+            f"{cls}(max_size=...) expects a positive int (the number of items it holds); "
+            f"got {max_size!r}"
+        )
+    return max_size
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _dtype_of(name: str) -> torch.dtype:
+    dtype = getattr(torch, name, None)
+    if not isinstance(dtype, torch.dtype):
+        raise ValueError(f"storage spec names an unknown dtype {name!r}")
+    return dtype
+
+
+def _nest(flat: dict[Key, torch.Tensor]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in flat.items():
+        cur = out
+        for part in key[:-1]:
+            cur = cur.setdefault(part, {})
+        cur[key[-1]] = value
+    return out
+
+
+def _remove_owned_dir(path: str, pid: int) -> None:
+    if os.getpid() == pid:  # a forked child never removes its parent's files
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _shm_root() -> str | None:
+    root = "/dev/shm"
+    return root if os.path.isdir(root) and os.access(root, os.W_OK) else None
+
+
+class _Storage:
+    """What every storage offers a :class:`~rlpace.data.ReplayBuffer`."""
+
+    max_size: int
+    ledger: SlotLedger
+
+    def __len__(self) -> int:
+        return len(self.ledger)
+
+    @property
+    def shared(self) -> bool:
+        """Whether other processes see this storage's items (and may extend it)."""
+        return self.ledger.shared
+
+    def extend(self, data: Any, on_reserve=None, on_commit=None) -> torch.Tensor:
+        """Write a batch in the next slots and return the slots written."""
+        plan, n = self._prepare(data)
+        first = self.ledger.reserve(n, on_reserve)
+        self._write(plan, first, n)
+        self.ledger.commit(first, n, on_commit)
+        return torch.from_numpy(self.ledger.slots(first, n))
+
+    def empty(self, on_empty=None) -> None:
+        """Forget every item (the allocation is kept)."""
+        with self.ledger.lock:
+            self.ledger.reset()
+            if on_empty is not None:
+                on_empty()
+
+    def shared_array(self, name: str, shape: tuple[int, ...], dtype, fill=None) -> np.ndarray:
+        """An array every process holding this storage sees (samplers keep state here)."""
+        if self.ledger.directory is None:
+            arr = np.zeros(shape, dtype)
+            if fill is not None:
+                arr[...] = fill
+            return arr
+        with self.ledger.lock:
+            return _shared_array(self.ledger.directory / f"{name}.bin", dtype, shape, fill)
+
+    # subclasses
+    def _prepare(self, data: Any) -> tuple[Any, int]:
+        raise NotImplementedError
+
+    def _write(self, plan: Any, first: int, n: int) -> None:
+        raise NotImplementedError
+
+    def get(self, index: torch.Tensor) -> Any:
+        raise NotImplementedError
+
+    def column(self, key: Key | str, slots: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+
+class _TensorStorageBase(_Storage):
+    """One tensor per key with ``max_size`` rows; in this process or in a shared directory."""
+
+    _kind = "tensor"
+
+    def _setup(self, max_size: int, device: torch.device, directory: Path | None, owned: bool):
+        self.max_size = max_size
+        self.device = device
+        self._directory = directory
+        self._owned = owned
+        self._leaves: dict[Key, torch.Tensor] | None = None
+        self._signature: dict[Key, tuple[torch.dtype, torch.Size]] = {}
+        self._item_batch: torch.Size | None = None
+        self._pid = os.getpid()
+        if directory is not None:
+            directory.mkdir(parents=True, exist_ok=True)
+            with FileLock(directory / "lock"):  # two processes opening one new directory
+                self._check_or_write_meta(directory)
+        self.ledger = SlotLedger(max_size, directory)
+        if directory is not None:
+            if owned:
+                self._finalizer = weakref.finalize(
+                    self, _remove_owned_dir, str(directory), os.getpid()
+                )
+            self._attach_if_allocated()
+
+    def _check_or_write_meta(self, directory: Path) -> None:
+        meta_path = directory / _META
+        if meta_path.exists():
+            meta = json.loads(meta_path.read_text())
+            version = meta.get("format_version")
+            if version != FORMAT_VERSION:
+                raise ValueError(
+                    f"{directory} holds a storage in format version {version!r}; this rlpace "
+                    f"reads version {FORMAT_VERSION}. Reopen it with the rlpace that wrote it, "
+                    "or point the storage at an empty directory."
+                )
+            if meta.get("max_size") != self.max_size:
+                raise ValueError(
+                    f"{directory} holds a storage of max_size={meta.get('max_size')}, but "
+                    f"max_size={self.max_size} was asked; pass max_size={meta.get('max_size')} "
+                    "to reopen it, or use another directory"
+                )
+            return
+        if any(p.name != "lock" for p in directory.iterdir()):
+            raise ValueError(
+                f"{directory} is not empty and holds no rlpace storage ({_META} is missing); "
+                "point the storage at an empty or new directory"
+            )
+        tmp = meta_path.with_name(f"{_META}.tmp{os.getpid()}")
+        tmp.write_text(
+            json.dumps(
+                {
+                    "format": "rlpace.data.storage",
+                    "format_version": FORMAT_VERSION,
+                    "max_size": self.max_size,
+                }
+            )
+        )
+        os.replace(tmp, meta_path)
+
+    # ---- allocation -------------------------------------------------------------
+    @property
+    def allocated(self) -> bool:
+        """Whether the first batch has fixed the keys, shapes and dtypes."""
+        return self._leaves is not None or self._attach_if_allocated()
+
+    def _attach_if_allocated(self) -> bool:
+        if self._leaves is not None:
+            return True
+        if self._directory is None or not (self._directory / _SPEC).exists():
+            return False
+        self._attach(json.loads((self._directory / _SPEC).read_text()))
+        return True
+
+    def _attach(self, spec: dict) -> None:
+        leaves, signature = {}, {}
+        for leaf in spec["leaves"]:
+            key = tuple(leaf["key"])
+            dtype = _dtype_of(leaf["dtype"])
+            shape = torch.Size(leaf["shape"])
+            mm = MemoryMappedTensor.from_filename(
+                str(self._directory / leaf["file"]), dtype, torch.Size([self.max_size, *shape])
+            )
+            leaves[key] = mm.as_subclass(torch.Tensor)
+            signature[key] = (dtype, shape)
+        self._item_batch = torch.Size(spec["item_batch"])
+        self._signature = signature
+        self._leaves = leaves
+
+    def _allocate(self, data: TensorDictBase) -> None:
+        signature = {}
+        for key, value in data.items(include_nested=True, leaves_only=True):
+            key = key if isinstance(key, tuple) else (key,)
+            if not isinstance(value, torch.Tensor):
+                raise TypeError(
+                    f"{type(self).__name__} stores tensors; entry {key} holds "
+                    f"{type(value).__name__}. Store it as a tensor, or use ListStorage for "
+                    "arbitrary Python objects"
+                )
+            signature[key] = (value.dtype, value.shape[1:])
+        if not signature:
+            raise ValueError(f"{type(self).__name__}.extend got a TensorDict with no entries")
+        if self._directory is None:
+            self._leaves = {
+                key: torch.empty((self.max_size, *shape), dtype=dtype, device=self.device)
+                for key, (dtype, shape) in signature.items()
+            }
+            self._signature = signature
+            self._item_batch = data.batch_size[1:]
+            return
+        with self.ledger.lock:
+            if self._attach_if_allocated():  # another process allocated first
+                return
+            spec = {"format_version": FORMAT_VERSION, "item_batch": list(data.batch_size[1:])}
+            spec["leaves"] = []
+            for i, (key, (dtype, shape)) in enumerate(signature.items()):
+                name = f"leaf{i:03d}_{'.'.join(key)}.memmap"
+                MemoryMappedTensor.empty(
+                    (self.max_size, *shape), dtype=dtype, filename=str(self._directory / name)
+                )
+                spec["leaves"].append(
+                    {
+                        "key": list(key),
+                        "dtype": _dtype_name(dtype),
+                        "shape": list(shape),
+                        "file": name,
+                    }
+                )
+            tmp = self._directory / f"{_SPEC}.tmp{os.getpid()}"
+            tmp.write_text(json.dumps(spec))
+            os.replace(tmp, self._directory / _SPEC)
+            self._attach(spec)
+
+    # ---- writing ----------------------------------------------------------------
+    def _prepare(self, data: Any) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], int]:
+        if self._directory is None and os.getpid() != self._pid:
+            raise RuntimeError(_not_shared_message(self, "was inherited by a forked process"))
+        if not isinstance(data, TensorDictBase):
+            raise TypeError(
+                f"{type(self).__name__}.extend expects a TensorDict with a leading batch "
+                f"dimension; got {type(data).__name__}. Wrap tensors as "
+                "TensorDict({'obs': x}, batch_size=[len(x)])"
+            )
+        if data.batch_dims == 0:
+            raise ValueError(
+                "extend expects a batch (a TensorDict with at least one batch dimension); "
+                "got batch_size=[]. Use add() for a single item"
+            )
+        n = data.batch_size[0]
+        if n == 0:
+            raise ValueError(
+                "extend got an empty batch (batch_size[0] == 0); pass at least one item"
+            )
+        if not self.allocated:
+            self._allocate(data)
+        if data.batch_size[1:] != self._item_batch:
+            raise ValueError(
+                f"item batch shape mismatch: the storage holds items of batch shape "
+                f"{list(self._item_batch)}, the batch has items of batch shape "
+                f"{list(data.batch_size[1:])}"
+            )
+        plan = []
+        for key, value in data.items(include_nested=True, leaves_only=True):
+            key = key if isinstance(key, tuple) else (key,)
+            expected = self._signature.get(key)
+            if expected is None:
+                raise KeyError(
+                    f"extend got key {key!r} that the storage does not hold; the storage holds "
+                    f"{sorted(self._signature)}. Extend with the same keys as the first batch"
+                )
+            if not isinstance(value, torch.Tensor):
+                raise TypeError(f"entry {key} holds {type(value).__name__}, expected a tensor")
+            if value.dtype != expected[0] or value.shape[1:] != expected[1]:
+                raise ValueError(
+                    f"entry {key}: the storage holds dtype {expected[0]} with item shape "
+                    f"{list(expected[1])}; the batch has dtype {value.dtype} with item shape "
+                    f"{list(value.shape[1:])}. Convert the batch to match (e.g. .to({expected[0]}))"
+                )
+            plan.append((self._leaves[key], value))
+        if len(plan) != len(self._signature):
+            missing = sorted(set(self._signature) - {k for k, _ in self._keys_of(data)})
+            raise KeyError(
+                f"extend got a batch without keys {missing} that the storage holds; every "
+                "batch must carry the same keys as the first"
+            )
+        if n > self.max_size:  # only the newest max_size items would survive
+            plan = [(dst, src[n - self.max_size :]) for dst, src in plan]
+            n = self.max_size
+        return plan, n
+
+    @staticmethod
+    def _keys_of(data: TensorDictBase):
+        for key, value in data.items(include_nested=True, leaves_only=True):
+            yield (key if isinstance(key, tuple) else (key,)), value
+
+    def _write(self, plan, first: int, n: int) -> None:
+        start = first % self.max_size
+        stop = start + n
+        if stop <= self.max_size:
+            for dst, src in plan:
+                dst[start:stop].copy_(src)
+        else:
+            k = self.max_size - start
+            for dst, src in plan:
+                dst[start:].copy_(src[:k])
+                dst[: n - k].copy_(src[k:])
+
+    # ---- reading ----------------------------------------------------------------
+    def get(self, index: torch.Tensor) -> TensorDict:
+        """The items at ``index`` (slots) as one TensorDict."""
+        if self._leaves is None and not self._attach_if_allocated():
+            raise RuntimeError("the storage holds no data yet; extend it first")
+        if index.device != self.device:
+            index = index.to(self.device)
+        # index_select, not leaf[index]: advanced indexing goes through a parallel
+        # kernel that stalls under CPU contention and costs twice as much when idle
+        flat = index.reshape(-1)
+        gathered = {key: torch.index_select(leaf, 0, flat) for key, leaf in self._leaves.items()}
+        if index.dim() != 1:
+            gathered = {k: v.reshape(*index.shape, *v.shape[1:]) for k, v in gathered.items()}
+        return TensorDict(_nest(gathered), batch_size=[*index.shape, *self._item_batch])
+
+    def get_unless_overwritten(self, index: torch.Tensor) -> TensorDict | None:
+        """:meth:`get`, or ``None`` when a writer re-reserved one of the slots meanwhile.
+
+        Once the ring has wrapped, a slot can be reserved for new data while a reader
+        copies it. The reader compares the slots' owning tickets (which only grow) and
+        commit flags before and after the copy; any change means a torn read.
+        """
+        ledger = self.ledger
+        if ledger.directory is None:  # no other process writes here
+            return self.get(index)
+        if ledger.writes <= self.max_size:
+            data = self.get(index)
+            # nothing overwritten yet; if the ring wrapped during the copy, read again
+            return data if ledger.writes <= self.max_size else None
+        slots = index.reshape(-1).numpy()
+        owner = ledger.owner[slots]
+        valid = ledger.valid[slots]
+        data = self.get(index)
+        if valid.all() and ledger.valid[slots].all() and np.array_equal(owner, ledger.owner[slots]):
+            return data
+        return None
+
+    def column(self, key: Key | str, slots: torch.Tensor) -> torch.Tensor:
+        """One entry's values at ``slots``."""
+        key = key if isinstance(key, tuple) else (key,)
+        if self._leaves is None and not self._attach_if_allocated():
+            raise RuntimeError("the storage holds no data yet; extend it first")
+        if key not in self._leaves:
+            raise KeyError(f"the storage holds no entry {key!r}; it holds {sorted(self._leaves)}")
+        return torch.index_select(self._leaves[key], 0, slots.to(self.device).reshape(-1))
+
+    # ---- state ------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """A copy of the items and the write position, detached from shared memory."""
+        data = None
+        if self.allocated:
+            data = TensorDict(
+                _nest({k: v.clone() for k, v in self._leaves.items()}),
+                batch_size=[self.max_size, *self._item_batch],
+            )
+        return {
+            "kind": self._kind,
+            "max_size": self.max_size,
+            "writes": self.ledger.writes,
+            "valid": torch.from_numpy(np.array(self.ledger.valid, dtype=np.uint8)),
+            "data": data,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Replace the contents with a :meth:`state_dict`."""
+        _check_state(self, state)
+        data = state["data"]
+        if data is not None:
+            if not self.allocated:
+                self._allocate(data)
+            plan, _ = self._prepare(data)
+            for dst, src in plan:
+                dst.copy_(src)
+        with self.ledger.lock:
+            self.ledger.restore(int(state["writes"]), state["valid"].numpy())
+
+    # ---- pickling ---------------------------------------------------------------
+    def __getstate__(self) -> dict[str, Any]:
+        if self._directory is None:
+            raise TypeError(_not_shared_message(self, "cannot be sent to another process"))
+        return {
+            "max_size": self.max_size,
+            "device": str(self.device),
+            "directory": str(self._directory),
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        if not (Path(state["directory"]) / _META).exists():
+            raise FileNotFoundError(
+                f"the shared storage at {state['directory']} is gone: the process that "
+                "created it has freed it. Keep the creating buffer alive while others use "
+                "it, or use MemmapStorage(max_size, path=...) for files that outlive it"
+            )
+        self._setup(
+            state["max_size"], torch.device(state["device"]), Path(state["directory"]), owned=False
+        )
+
+
+def _not_shared_message(storage: _Storage, what: str) -> str:
+    return (
+        f"{type(storage).__name__} {what}: its items live in this process's memory, so "
+        "another process would extend and sample a private copy. Use "
+        "TensorStorage(max_size) (CPU shared memory, the default) or MemmapStorage(max_size) "
+        "to share a buffer between processes"
+    )
+
+
+def _check_state(storage: _Storage, state: dict[str, Any]) -> None:
+    if state.get("kind") != storage._kind or state.get("max_size") != storage.max_size:
+        raise ValueError(
+            f"load_state_dict: this is a {storage._kind} storage of max_size="
+            f"{storage.max_size}; the state is a {state.get('kind')!r} storage of max_size="
+            f"{state.get('max_size')!r}. Load it into a storage built the same way"
+        )
+
+
+class TensorStorage(_TensorStorageBase):
+    """A storage of one pre-allocated tensor per key, shared between processes on CPU.
+
+    The tensors are allocated by the first ``extend`` from that batch's keys, dtypes
+    and shapes (nested keys and trailing dimensions kept). With ``shared=True`` (the
+    default on CPU) they live in shared memory (``/dev/shm``), with the write cursor,
+    so a buffer sent to other processes -- before or after its first write -- is
+    extended and sampled by all of them.
+
+    Args:
+        max_size: how many items the storage holds; older items are overwritten.
+        device: where the tensors live. ``"cuda"`` storages stay in one process.
+        shared: keep the items in shared memory (default: ``True`` on CPU, else ``False``).
+
+    Example:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> storage = TensorStorage(100)
+        >>> storage.extend(TensorDict({"obs": torch.zeros(3, 4)}, [3]))
+        tensor([0, 1, 2])
+        >>> len(storage), storage.get(torch.tensor([1]))["obs"].shape
+        (3, torch.Size([1, 4]))
+    """
+
+    def __init__(
+        self, max_size: int, device: str | torch.device = "cpu", shared: bool | None = None
+    ):
+        max_size = _check_max_size(max_size, "TensorStorage")
+        device = torch.device(device)
+        if shared is None:
+            shared = device.type == "cpu"
+        if shared and device.type != "cpu":
+            raise ValueError(
+                f"TensorStorage(shared=True) keeps items in CPU shared memory, but device="
+                f"{device} was asked; use shared=False for a {device.type} storage, or "
+                "device='cpu' to share it between processes"
+            )
+        directory = None
+        if shared:
+            directory = Path(tempfile.mkdtemp(prefix="rlpace-rb-", dir=_shm_root()))
+        self._setup(max_size, device, directory, owned=shared)
+
+
+class MemmapStorage(_TensorStorageBase):
+    """A storage of memory-mapped files in a directory, shared and reopenable.
+
+    Each key is a file of ``max_size`` rows (tensordict's ``MemoryMappedTensor``); the
+    write cursor and per-item commit flags are files too. Any process that receives
+    the storage maps the same files, and ``MemmapStorage(max_size, path=...)`` on a
+    directory written before reopens it with every item that was fully written.
+
+    Args:
+        max_size: how many items the storage holds; older items are overwritten.
+        path: the directory (created if missing). ``None``: a temporary directory,
+            removed when this storage object is garbage collected.
+
+    Example:
+        >>> import tempfile, torch
+        >>> from tensordict import TensorDict
+        >>> path = tempfile.mkdtemp()
+        >>> storage = MemmapStorage(10, path=path)
+        >>> _ = storage.extend(TensorDict({"obs": torch.arange(4.0)}, [4]))
+        >>> reopened = MemmapStorage(10, path=path)
+        >>> len(reopened), reopened.get(torch.tensor([3]))["obs"]
+        (4, tensor([3.]))
+    """
+
+    def __init__(self, max_size: int, path: str | os.PathLike | None = None):
+        max_size = _check_max_size(max_size, "MemmapStorage")
+        owned = path is None
+        directory = Path(tempfile.mkdtemp(prefix="rlpace-memmap-")) if owned else Path(path)
+        self._setup(max_size, torch.device("cpu"), directory, owned=owned)
+
+    @property
+    def path(self) -> Path:
+        """The directory that holds the files."""
+        return self._directory
+
+
+def _take(batch: TensorDictBase, rows: torch.Tensor) -> TensorDictBase:
+    """``batch[rows]`` through index_select (see :meth:`_TensorStorageBase.get`)."""
+    return batch.apply(
+        lambda t: torch.index_select(t, 0, rows), batch_size=[len(rows), *batch.batch_size[1:]]
+    )
+
+
+class _Row(NamedTuple):
+    """One item of a TensorDict batch held by a ListStorage: the batch and the row."""
+
+    batch: TensorDictBase
+    row: int
+
+
+class ListStorage(_Storage):
+    """A storage of arbitrary Python objects in a list, private to this process.
+
+    ``extend`` takes a list of objects (or a TensorDict, stored item by item);
+    reading stacks TensorDict items back into one TensorDict and returns other
+    objects as a list. It keeps references, not copies: a batch changed in place
+    after ``extend`` changes the stored items too (TensorStorage copies). It cannot be
+    shared: sending it to another process raises.
+
+    Args:
+        max_size: how many items the storage holds; older items are overwritten.
+
+    Example:
+        >>> storage = ListStorage(10)
+        >>> storage.extend(["a", {"b": 1}])
+        tensor([0, 1])
+        >>> storage.get(torch.tensor([1, 0]))
+        [{'b': 1}, 'a']
+    """
+
+    _kind = "list"
+
+    def __init__(self, max_size: int):
+        self.max_size = _check_max_size(max_size, "ListStorage")
+        self.ledger = SlotLedger(self.max_size, None)
+        self._items: list[Any] = [None] * self.max_size
+        self._pid = os.getpid()
+
+    def _prepare(self, data: Any) -> tuple[list[Any], int]:
+        if os.getpid() != self._pid:
+            raise RuntimeError(_not_shared_message(self, "was inherited by a forked process"))
+        if isinstance(data, TensorDictBase):
+            if data.batch_dims == 0:
+                raise ValueError(
+                    "extend expects a batch; got batch_size=[]. Use add() for one item"
+                )
+            batch = data[-self.max_size :] if data.batch_size[0] > self.max_size else data
+            # rows refer to their batch: no per-item split now, one gather per batch later
+            items = [_Row(batch, i) for i in range(batch.batch_size[0])]
+        elif isinstance(data, list | tuple):
+            items = list(data)
+        else:
+            raise TypeError(
+                f"ListStorage.extend expects a list of items or a TensorDict batch; got "
+                f"{type(data).__name__}"
+            )
+        if not items:
+            raise ValueError("extend got an empty batch; pass at least one item")
+        items = items[-self.max_size :]
+        return items, len(items)
+
+    def _write(self, plan: list[Any], first: int, n: int) -> None:
+        start = first % self.max_size
+        for i, item in enumerate(plan):
+            self._items[(start + i) % self.max_size] = item
+
+    def get(self, index: torch.Tensor) -> Any:
+        """The items at ``index`` (slots): a stacked TensorDict, or a list of objects."""
+        items = [self._items[i] for i in index.reshape(-1).tolist()]
+        n_rows = sum(type(x) is _Row for x in items)
+        if n_rows == 0:
+            return items
+        if n_rows != len(items):
+            return [x.batch[x.row] if type(x) is _Row else x for x in items]
+        groups: dict[int, tuple[TensorDictBase, list[int], list[int]]] = {}
+        for pos, (batch, row) in enumerate(items):
+            group = groups.setdefault(id(batch), (batch, [], []))
+            group[1].append(pos)
+            group[2].append(row)
+        if len(groups) == 1:
+            batch, _, rows = next(iter(groups.values()))
+            return _take(batch, torch.tensor(rows))
+        try:
+            parts = torch.cat([_take(b, torch.tensor(rows)) for b, _, rows in groups.values()])
+        except Exception:  # batches of different structure: stack item by item
+            return torch.stack([batch[row] for batch, row in items])
+        positions = torch.tensor([p for _, pos, _ in groups.values() for p in pos])
+        return _take(parts, torch.argsort(positions))
+
+    def column(self, key: Key | str, slots: torch.Tensor) -> torch.Tensor:
+        """One entry's values at ``slots`` (items must be TensorDicts)."""
+        items = [self._items[i] for i in slots.reshape(-1).tolist()]
+        if items and all(type(x) is _Row for x in items):
+            # gather only this entry, one index_select per run of rows from one batch
+            parts, run_batch, run_rows = [], None, []
+            for batch, row in items:
+                if batch is not run_batch and run_rows:
+                    parts.append(torch.index_select(run_batch.get(key), 0, torch.tensor(run_rows)))
+                    run_rows = []
+                run_batch = batch
+                run_rows.append(row)
+            parts.append(torch.index_select(run_batch.get(key), 0, torch.tensor(run_rows)))
+            return torch.cat(parts)
+        return torch.stack(
+            [torch.as_tensor((x.batch[x.row] if type(x) is _Row else x)[key]) for x in items]
+        )
+
+    def state_dict(self) -> dict[str, Any]:
+        """The items and the write position (items must be picklable to save)."""
+        return {
+            "kind": self._kind,
+            "max_size": self.max_size,
+            "writes": self.ledger.writes,
+            "valid": torch.from_numpy(self.ledger.valid.copy()),
+            "items": list(self._items),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Replace the contents with a :meth:`state_dict`."""
+        _check_state(self, state)
+        self._items = list(state["items"])
+        with self.ledger.lock:
+            self.ledger.restore(int(state["writes"]), state["valid"].numpy())
+
+    def __reduce__(self):
+        raise TypeError(_not_shared_message(self, "cannot be sent to another process"))
