@@ -98,7 +98,7 @@ def test_aa_on_a_tiny_suite(tiny_suite, monkeypatch, capsys):
     for name, bench in by_name.items():
         assert bench.comparisons == 3 and len(bench.changes_pct) == 3, md_table(cal)
         assert math.isclose(bench.changes_pct[0], redone[name], abs_tol=1e-3)
-        assert bench.gate_pct >= max(abs(c) for c in bench.changes_pct)
+        assert bench.gate_pct >= max(abs(c) for c in bench.changes_pct) - 1e-3  # stored rounded
         assert bench.mdc_pct > bench.gate_pct
         assert 0 < bench.noise_fraction <= 1
 

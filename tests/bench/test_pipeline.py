@@ -52,7 +52,7 @@ def _git(repo: Path, *args: str) -> str:
 
 @pytest.fixture
 def tiny_repo(tmp_path: Path) -> Path:
-    """base commit: two equal cases; head commit: ``test_touched`` does 50% more work."""
+    """base commit: two equal cases; head commit: ``test_touched`` does three times the work."""
     repo = tmp_path / "tiny"
     suite = repo / "tests" / "benchmarks"
     suite.mkdir(parents=True)
@@ -66,7 +66,7 @@ def tiny_repo(tmp_path: Path) -> Path:
     _git(repo, "init", "-q")
     _git(repo, "add", "-A")
     _git(repo, "commit", "-qm", "base")
-    (suite / "test_tiny.py").write_text(CASES.format(body="sum(DATA) + sum(DATA[:1000])"))
+    (suite / "test_tiny.py").write_text(CASES.format(body="sum(DATA) + sum(DATA) + sum(DATA)"))
     (repo / "lib" / "tinyprobe.py").write_text("WHO = 'head'\n")
     _git(repo, "commit", "-qam", "head: slow test_touched down on purpose")
     return repo
@@ -140,16 +140,18 @@ def test_pr_flags_the_slowed_case_and_only_it(tiny_repo, tmp_path, monkeypatch, 
     monkeypatch.chdir(tiny_repo)
     code = cli_main(
         ["pr", "--base", "HEAD~1", "--sets", "cpu,gpu", "--repeats", "2", "--max-time", "0.05"]
-        + ["--threshold", "10", "--cache-dir", str(tmp_path / "cache")]
+        + ["--threshold", "25", "--cache-dir", str(tmp_path / "cache")]
     )
     assert code == 0
+    # threshold 25%: two cases of a few microseconds on a loaded 2-core machine drift by
+    # up to ~15% between processes; the slowed one loses ~65%
     out_dir = tiny_repo / "reports" / "pr"
     data = json.loads((out_dir / "cpu.json").read_text())
     verdicts = {row["name"]: row["verdict"] for row in data["rows"]}
     assert verdicts["test_touched"] == "worsened"
     assert verdicts["test_steady"] == "unchanged"
     touched = next(r for r in data["rows"] if r["name"] == "test_touched")
-    assert touched["median_change_pct"] < -10 and touched["mdc_pct"] is not None
+    assert touched["median_change_pct"] < -25 and touched["mdc_pct"] is not None
     assert data["pipeline"]["order"] == ["base-0", "head-0", "head-1", "base-1"]
     assert data["pipeline"]["base_commit"] == _git(tiny_repo, "rev-parse", "HEAD~1")
     assert data["pipeline"]["base_env"] == "overlay"

@@ -393,16 +393,19 @@ def run_calibration(
             frames[kind][j] = load_results(output)
             continue
         env = {SLOWDOWN_ENV: config.inject or ""} if kind == "slow" else {SLOWDOWN_ENV: ""}
-        with extra_environ(env):
-            outcome = run(
-                set_name=config.set_name,
-                output=output,
-                keyword=config.keyword,
-                settings=settings,
-                root=repo,
-                python=sys.executable,
-                quiet=True,
-            )
+        for _attempt in range(2):  # one retry: a long pool should survive one stray failure
+            with extra_environ(env):
+                outcome = run(
+                    set_name=config.set_name,
+                    output=output,
+                    keyword=config.keyword,
+                    settings=settings,
+                    root=repo,
+                    python=sys.executable,
+                    quiet=True,
+                )
+            if output.is_file() and outcome.benchmarks > 0:
+                break
         if not output.is_file() or outcome.benchmarks == 0:
             raise BenchInputError(
                 f"A/A run {done} of set {config.set_name!r} timed nothing (pytest exit "

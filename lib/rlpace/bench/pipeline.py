@@ -269,6 +269,7 @@ def run_interleaved(
                 f"{side} run {k + 1} of set {set_name!r} in {tree} failed (pytest exit "
                 f"{outcome.returncode}) before timing anything. Fix: reproduce with "
                 f"`{python} -m rlpace.bench run --set {set_name} --root {tree}`"
+                + (f"\npytest said:\n{outcome.log[-2000:]}" if outcome.log else "")
             )
         files[side].append(output)
         counts[side].append(outcome.benchmarks)
