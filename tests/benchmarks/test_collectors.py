@@ -13,38 +13,24 @@ from __future__ import annotations
 
 import functools
 
-import torch
-from tensordict.nn import TensorDictModule, TensorDictSequential
-
 from rlpace.bench.suite import SkipCase, Timed, case
 from rlpace.collectors.testing import CountingEnv, make_mlp_policy
 
 FRAMES = 256
 
 
-class _OneHotArgmax(torch.nn.Module):
-    def forward(self, logits: torch.Tensor) -> torch.Tensor:
-        return torch.nn.functional.one_hot(logits.argmax(-1), logits.shape[-1])
-
-
-def make_cartpole() -> object:
-    from torchrl.envs import GymEnv
-
-    return GymEnv("CartPole-v1")
-
-
-def make_policy(env_name: str) -> TensorDictModule | TensorDictSequential:
+def make_policy(env_name: str):
     if env_name == "cartpole":
-        return TensorDictSequential(
-            make_mlp_policy(obs_dim=4, act_dim=2),
-            TensorDictModule(_OneHotArgmax(), ["action"], ["action"]),
-        )
+        return make_mlp_policy(obs_dim=4, act_dim=2, one_hot=True)
     return make_mlp_policy(obs_dim=4, act_dim=1)
 
 
 def env_factory(env_name: str, num_envs: int | None = None, step_sleep: float = 0.0):
     if env_name == "cartpole":
-        return make_cartpole
+        # importable from any process (torchrl's workers start with spawn)
+        from torchrl.envs import GymEnv
+
+        return functools.partial(GymEnv, "CartPole-v1")
     return functools.partial(CountingEnv, num_envs=num_envs, step_sleep=step_sleep)
 
 
