@@ -18,8 +18,8 @@ $(STAMP): ci/requirements.txt pyproject.toml
 	@touch $@
 
 lint: $(STAMP)
-	$(PY) -m ruff check lib tests asv_bench
-	$(PY) -m ruff format --check lib tests asv_bench
+	$(PY) -m ruff check
+	$(PY) -m ruff format --check
 
 ## The tests: lint, then every unit test; benchmark bodies run once each as smoke tests.
 test: lint
@@ -31,6 +31,26 @@ bench: $(STAMP)
 
 bench-quick: $(STAMP)
 	$(PY) -m rlpace.bench pr --base $(BASE) --sets $(SETS) --out-dir reports/pr --quick
+
+## asv against commits, offline: each commit built into a virtualenv with its pinned
+## ci/requirements.txt; results in reports/asv/results, HTML in reports/asv/html,
+## step changes and trend plots in reports/history/. ASV_RANGE=HEAD~3..HEAD by default.
+ASV_CONF   ?= asv_bench/asv.conf.json
+ASV_RANGE  ?= HEAD~3..HEAD
+ASV_BASE   ?= HEAD~1
+ASV_HEAD   ?= HEAD
+ASV_FACTOR ?= 1.5
+ASV_BENCH  ?= ^cpu\.
+ASV_HISTORY ?= reports/history
+ASV_STEP   ?= 0.1
+ASV        := $(PY) -m asv
+asv: $(STAMP)
+	$(ASV) machine --yes --config $(ASV_CONF)
+	$(ASV) run --config $(ASV_CONF) --skip-existing-successful --record-samples --bench '$(ASV_BENCH)' $(ASV_RANGE)
+	$(ASV) continuous --config $(ASV_CONF) --factor $(ASV_FACTOR) --bench '$(ASV_BENCH)' --no-only-changed $(ASV_BASE) $(ASV_HEAD)
+	$(ASV) compare --config $(ASV_CONF) --factor $(ASV_FACTOR) $(ASV_BASE) $(ASV_HEAD)
+	$(ASV) publish --config $(ASV_CONF)
+	$(PY) -m rlpace.bench history --asv-config $(ASV_CONF) --out-dir $(ASV_HISTORY) --threshold $(ASV_STEP)
 
 clean:
 	rm -rf reports/pr reports/bench build *.egg-info lib/*.egg-info

@@ -4,9 +4,20 @@ Options:
     --rlpace-set {cpu,gpu}: which set to run (default ``cpu``). In the GPU set, cases
         without ``gpu=True`` are deselected, and every case skips with a reason when
         CUDA is missing.
+    --rlpace-threads N: call ``torch.set_num_threads(N)`` once in this process before
+        any case runs; defaults to ``$RLPACE_BENCH_THREADS`` (``rlpace-bench run`` sets
+        it to 1); unset leaves torch's default.
+
+Every result file also carries the environment metadata of
+:func:`rlpace.bench.environment.collect_environment` under ``machine_info["rlpace"]``,
+and every result's ``extra_info`` names its ``set``. Items of the GPU set carry the
+``gpu`` marker. A case on CUDA is timed with
+``torch.cuda.synchronize()`` after each call and records ``peak_cuda_memory_bytes``.
 """
 
 from __future__ import annotations
+
+import os
 
 import pytest
 
@@ -21,6 +32,38 @@ def pytest_addoption(parser):
         default="cpu",
         help="benchmark set to run: cpu (every case) or gpu (cases with gpu=True, on CUDA)",
     )
+    group.addoption(
+        "--rlpace-threads",
+        type=int,
+        default=None,
+        help="torch intra-op threads for the whole session (rlpace-bench run passes 1)",
+    )
+
+
+def pytest_configure(config):
+    threads = config.getoption("--rlpace-threads")
+    if threads is None and os.environ.get("RLPACE_BENCH_THREADS"):
+        try:
+            threads = int(os.environ["RLPACE_BENCH_THREADS"])
+        except ValueError:
+            raise pytest.UsageError(
+                "RLPACE_BENCH_THREADS: expected an integer >= 1, "
+                f"got {os.environ['RLPACE_BENCH_THREADS']!r}; unset it or fix the value"
+            ) from None
+    if threads is not None:
+        if threads < 1:
+            raise pytest.UsageError(
+                f"--rlpace-threads: expected an integer >= 1, got {threads}; pass 1 or more"
+            )
+        import torch
+
+        torch.set_num_threads(threads)
+
+
+def pytest_benchmark_update_machine_info(config, machine_info):
+    from rlpace.bench.environment import MACHINE_INFO_KEY, collect_environment
+
+    machine_info[MACHINE_INFO_KEY] = collect_environment(repo=config.rootpath)
 
 
 def _case_of(obj):
@@ -52,6 +95,10 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         c = _case_of(getattr(item, "obj", None))
         (drop if c is not None and not c.in_set(set_name) else keep).append(item)
+    for item in keep:  # GPU-set items carry the `gpu` marker, so `-m gpu` selects them too
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None and callspec.params.get("device") == "cuda":
+            item.add_marker(pytest.mark.gpu)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
@@ -74,12 +121,31 @@ def pytest_pyfunc_call(pyfuncitem):
         pytest.skip(str(exc))
     benchmark = pyfuncitem.funcargs["benchmark"]
     benchmark.extra_info.update(timed.extra_info)
+    benchmark.extra_info["set"] = pyfuncitem.config.getoption("--rlpace-set")
     if timed.items is not None:
         benchmark.extra_info["items_per_call"] = timed.items
         benchmark.extra_info["unit"] = timed.unit
     try:
-        benchmark(timed.fn)
+        if params.get("device") == "cuda":
+            _time_on_cuda(benchmark, timed.fn)
+        else:
+            benchmark(timed.fn)
     finally:
         if timed.teardown is not None:
             timed.teardown()
     return True
+
+
+def _time_on_cuda(benchmark, fn):
+    """Each timed call waits for the device; the peak memory of the timing is recorded."""
+    import torch
+
+    def synchronized():
+        out = fn()
+        torch.cuda.synchronize()
+        return out
+
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    benchmark(synchronized)
+    benchmark.extra_info["peak_cuda_memory_bytes"] = int(torch.cuda.max_memory_allocated())

@@ -168,32 +168,38 @@ def test_storage_write(impl, storage):
         return Timed(lambda: write(batch), items=BATCH, unit="items")
     st = rb._storage  # torchrl's storage: set() at the writer's cursor
     cursor = itertools.cycle(range(0, SIZE[storage] - BATCH, BATCH))
-    return Timed(
-        lambda: st.set(torch.arange(next(cursor), BATCH), batch), items=BATCH, unit="items"
-    )
+
+    def _span(start):
+        return torch.arange(start, start + BATCH)
+
+    return Timed(lambda: st.set(_span(next(cursor)), batch), items=BATCH, unit="items")
 
 
 # ---- several processes extending one buffer ------------------------------------------
 
 SHARED_BATCH = 512
-SHARED_EXTENDS = 8  # per writer per timed call
+SHARED_EXTENDS = 32  # per writer per timed call
 SHARED_ROUND_STRIDE = 10_000_000
 
 
 def _shared_writer(rb, conn, writer: int, writers: int) -> None:
     torch.set_num_threads(1)  # GNU OpenMP does not survive fork
     per_writer = SHARED_BATCH * SHARED_EXTENDS
+    batch = _data(SHARED_BATCH)
+    step = torch.arange(SHARED_BATCH)
+    conn.send(True)  # ready
     while (round_ := conn.recv()) is not None:
         start = round_ * SHARED_ROUND_STRIDE + writer * per_writer
         for k in range(SHARED_EXTENDS):
-            rb.extend(_data(SHARED_BATCH, start + k * SHARED_BATCH))
+            batch.set("id", step + (start + k * SHARED_BATCH))
+            rb.extend(batch)
         conn.send(True)
     conn.close()
 
 
 @case(params={"impl": IMPLS, "writers": [1, 2, 4]})
 def test_rb_shared_extend(impl, writers):
-    """``writers`` forked processes each extend 8 batches of 512 items into one memmap buffer.
+    """``writers`` forked processes each extend 32 batches of 512 items into one memmap buffer.
 
     Teardown checks the last round: every item it wrote must be in the buffer. rlpace
     raises when one is missing; torchrl's loss is stored as ``extra_info``.
@@ -220,6 +226,8 @@ def test_rb_shared_extend(impl, writers):
         p.start()
         pipes.append(parent)
         procs.append(p)
+    for conn in pipes:
+        conn.recv()
     rounds = itertools.count(1)
     last = {"round": 0}
     accounting: dict[str, float] = {}

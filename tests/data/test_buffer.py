@@ -315,3 +315,24 @@ def test_bad_priorities_are_refused_and_change_nothing(batch, priority, message)
 def test_bad_configuration_is_refused(build, message):
     with pytest.raises((ValueError, TypeError), match=message):
         build()
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_threads_extending_one_buffer_lose_nothing(batch, shared):
+    import threading
+
+    rb = ReplayBuffer(TensorStorage(2_000, shared=shared))
+    threads = [
+        threading.Thread(
+            target=lambda w=w: [rb.extend(batch(w * 1000 + 10 * k, 10)) for k in range(50)]
+        )
+        for w in range(4)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    stored = rb.storage.get(torch.arange(2_000))
+    _consistent(stored)
+    assert len(rb) == 2_000
+    assert sorted(stored["id"].tolist()) == [w * 1000 + i for w in range(4) for i in range(500)]

@@ -84,7 +84,7 @@ def _sample_and_check(rb, stop, errors):
             if len(rb):
                 _check_items(rb.sample(64))
     except BaseException as exc:  # reported to the parent
-        errors.put(repr(exc))
+        errors.put(repr(exc)[:500])
 
 
 def _extend_then_hang(rb, ready):
@@ -182,10 +182,15 @@ def test_concurrent_extends_lose_and_duplicate_nothing(storage_cls, start):
 
 def test_concurrent_extends_around_the_ring_count_every_write(start):
     rb = ReplayBuffer(TensorStorage(50))
+    stop, errors = FORK.Event(), FORK.Queue()
+    reader = start(FORK, _sample_and_check, rb, stop, errors)  # reads while writers overwrite
     procs = [start(FORK, _extend_range, rb, w * 10_000, 30, 9) for w in range(3)]
     for p in procs:
         _finish(p)
-    assert [p.exitcode for p in procs] == [0, 0, 0]
+    stop.set()
+    _finish(reader, 60)
+    assert [p.exitcode for p in procs] == [0, 0, 0] and reader.exitcode == 0
+    assert errors.empty(), errors.get()
     assert rb.storage.ledger.writes == 3 * 30 * 9 and len(rb) == 50
     stored = rb.storage.get(torch.arange(50))
     _check_items(stored)
@@ -258,3 +263,23 @@ def test_unshareable_storage_refuses_to_be_sent(storage):
 def test_forked_list_storage_refuses_to_write_a_private_copy(start):
     rb = ReplayBuffer(ListStorage(4))
     assert _finish(start(FORK, _extend_inherited, rb)) == 3
+
+
+def test_unpickling_a_freed_shared_storage_says_so():
+    rb = ReplayBuffer(TensorStorage(4))
+    payload = pickle.dumps(rb)
+    del rb
+    with pytest.raises(FileNotFoundError, match="is gone: the process that created it"):
+        pickle.loads(payload)
+
+
+def _open_memmap(path, n):
+    MemmapStorage(n, path=path)
+
+
+def test_processes_opening_one_new_directory_agree(tmp_path, start):
+    path = tmp_path / "new"
+    procs = [start(FORK, _open_memmap, path, 32) for _ in range(4)]
+    assert [_finish(p) for p in procs] == [0, 0, 0, 0]
+    rb = ReplayBuffer(MemmapStorage(32, path=path))
+    assert rb.extend(_batch(0, 3)).tolist() == [0, 1, 2]

@@ -17,6 +17,7 @@ from rlpace.data._writers import RoundRobinWriter
 
 _DUMP_META = "rlpace-replay-buffer.json"
 _DUMP_STATE = "state.pt"
+_TORN_READ_RETRIES = 32
 
 
 class ReplayBuffer:
@@ -27,6 +28,10 @@ class ReplayBuffer:
     (``TensorStorage`` on CPU, ``MemmapStorage``). Writers reserve slots atomically,
     write outside any lock and then commit, so no item is lost or duplicated and
     ``len`` and the samplers only ever count fully written items.
+
+    A forked child that runs torch ops should call ``torch.set_num_threads(1)`` first
+    (as torch's DataLoader workers do): GNU OpenMP's thread pool does not survive fork,
+    and a parallel op in the child can hang once the parent has run one.
 
     Args:
         storage: where items live (``TensorStorage``, ``MemmapStorage``, ``ListStorage``).
@@ -191,8 +196,22 @@ class ReplayBuffer:
             raise EmptyBufferError(
                 "cannot sample: the buffer holds no committed item; extend it before sampling"
             )
-        index, info = self._sampler.sample(self._storage, batch_size)
-        data = self._storage.get(index)
+        storage = self._storage
+        if not hasattr(storage, "get_unless_overwritten"):
+            index, info = self._sampler.sample(storage, batch_size)
+            data = storage.get(index)
+        else:
+            for _ in range(_TORN_READ_RETRIES):
+                index, info = self._sampler.sample(storage, batch_size)
+                data = storage.get_unless_overwritten(index)
+                if data is not None:
+                    break
+            else:
+                raise RuntimeError(
+                    f"sample: writers overwrote sampled items {_TORN_READ_RETRIES} times in a row "
+                    f"while they were read; the buffer (max_size={storage.max_size}) is too "
+                    "small for its write rate. Give it a larger max_size"
+                )
         if isinstance(data, TensorDictBase):
             data.set("index", index.to(data.device) if data.device is not None else index)
             for key, value in info.items():
@@ -247,7 +266,15 @@ class ReplayBuffer:
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Replace this buffer's contents with a :meth:`state_dict`."""
+        """Replace this buffer's contents with a :meth:`state_dict`.
+
+        Example:
+            >>> from rlpace.data import ReplayBuffer, TensorStorage
+            >>> ReplayBuffer(TensorStorage(5)).load_state_dict({"format_version": 0})
+            Traceback (most recent call last):
+            ...
+            ValueError: replay-buffer state has format version 0; this rlpace reads version 1. Load it with the rlpace that saved it
+        """
         version = state.get("format_version")
         if version != FORMAT_VERSION:
             raise ValueError(
@@ -281,7 +308,16 @@ class ReplayBuffer:
         )
 
     def loads(self, path: str | os.PathLike) -> None:
-        """Load a buffer saved by :meth:`dumps` into this one."""
+        """Load a buffer saved by :meth:`dumps` into this one (see :meth:`dumps`).
+
+        Example:
+            >>> import tempfile
+            >>> from rlpace.data import ReplayBuffer, TensorStorage
+            >>> ReplayBuffer(TensorStorage(5)).loads(tempfile.mkdtemp())
+            Traceback (most recent call last):
+            ...
+            FileNotFoundError: ... holds no saved replay buffer (rlpace-replay-buffer.json is missing); pass the directory given to ReplayBuffer.dumps
+        """
         path = Path(path)
         meta_path = path / _DUMP_META
         if not meta_path.exists():

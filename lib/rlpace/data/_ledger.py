@@ -218,7 +218,8 @@ class SlotLedger:
         writes = int(self.counters[WRITES])
         if int(self.counters[PENDING]) == 0:
             return min(writes, self.capacity), None
-        idx = np.flatnonzero(self.valid)
+        # copy first: flatnonzero counts, then fills, and other processes may commit between
+        idx = np.flatnonzero(self.valid.copy())
         return int(idx.size), idx
 
     def logical_order(self) -> np.ndarray:

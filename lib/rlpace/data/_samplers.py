@@ -13,7 +13,15 @@ import torch
 
 
 class EmptyBufferError(RuntimeError):
-    """Sampling a buffer that holds no committed item."""
+    """Sampling a buffer that holds no committed item.
+
+    Example:
+        >>> from rlpace.data import ReplayBuffer, TensorStorage
+        >>> ReplayBuffer(TensorStorage(4)).sample(2)
+        Traceback (most recent call last):
+        ...
+        rlpace.data._samplers.EmptyBufferError: cannot sample: the buffer holds no committed item; extend it before sampling
+    """
 
 
 def _committed(storage) -> tuple[int, torch.Tensor | None]:
@@ -26,7 +34,27 @@ def _committed(storage) -> tuple[int, torch.Tensor | None]:
 
 
 class Sampler:
-    """Base of the samplers: ``sample(storage, batch_size) -> (slots, info)``."""
+    """Base of the samplers: ``sample(storage, batch_size) -> (slots, info)``.
+
+    ``slots`` is a 1-D int64 tensor of committed slots; ``info`` holds extra entries
+    for the batch (``weight`` for prioritized sampling). Samplers that keep state
+    other processes must see allocate it in :meth:`attach` with
+    ``storage.shared_array`` and update it in ``on_reserve``/``on_commit``, which the
+    storage calls with its lock held.
+
+    Example:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> from rlpace.data import ReplayBuffer, TensorStorage
+        >>> class Newest(Sampler):
+        ...     def sample(self, storage, batch_size):
+        ...         last = (storage.ledger.writes - 1) % storage.max_size
+        ...         return torch.full((batch_size,), last), {}
+        >>> rb = ReplayBuffer(TensorStorage(4), sampler=Newest())
+        >>> _ = rb.extend(TensorDict({"x": torch.arange(6)}, [6]))
+        >>> rb.sample(2)["x"].tolist()
+        [5, 5]
+    """
 
     #: whether ``iter(buffer)`` stops after one pass (an epoch)
     has_epochs = False
@@ -226,12 +254,12 @@ class SliceSampler(Sampler):
         if key == self._cache_key:
             return self._runs
         order = torch.from_numpy(ledger.logical_order())
-        n_committed, slots = ledger.committed()
+        _, slots = ledger.committed()
         if slots is not None:  # drop uncommitted slots; they also break runs
             keep = torch.from_numpy(ledger.valid[order.numpy()].astype(bool))
         else:
             keep = None
-        traj = storage.column(self.traj_key, order).reshape(len(order), -1)
+        traj = storage.column(self.traj_key, order).cpu().reshape(len(order), -1)
         if traj.shape[1] != 1:
             raise ValueError(
                 f"SliceSampler: entry {self.traj_key!r} must hold one trajectory id per item; "

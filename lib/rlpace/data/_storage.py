@@ -16,13 +16,13 @@ import shutil
 import tempfile
 import weakref
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
 from tensordict import MemoryMappedTensor, TensorDict, TensorDictBase
 
-from rlpace.data._ledger import SlotLedger, _shared_array
+from rlpace.data._ledger import FileLock, SlotLedger, _shared_array
 
 FORMAT_VERSION = 1
 _META = "rlpace-storage.json"
@@ -140,7 +140,8 @@ class _TensorStorageBase(_Storage):
         self._pid = os.getpid()
         if directory is not None:
             directory.mkdir(parents=True, exist_ok=True)
-            self._check_or_write_meta(directory)
+            with FileLock(directory / "lock"):  # two processes opening one new directory
+                self._check_or_write_meta(directory)
         self.ledger = SlotLedger(max_size, directory)
         if directory is not None:
             if owned:
@@ -167,7 +168,7 @@ class _TensorStorageBase(_Storage):
                     "to reopen it, or use another directory"
                 )
             return
-        if any(directory.iterdir()):
+        if any(p.name != "lock" for p in directory.iterdir()):
             raise ValueError(
                 f"{directory} is not empty and holds no rlpace storage ({_META} is missing); "
                 "point the storage at an empty or new directory"
@@ -346,6 +347,28 @@ class _TensorStorageBase(_Storage):
             gathered = {k: v.reshape(*index.shape, *v.shape[1:]) for k, v in gathered.items()}
         return TensorDict(_nest(gathered), batch_size=[*index.shape, *self._item_batch])
 
+    def get_unless_overwritten(self, index: torch.Tensor) -> TensorDict | None:
+        """:meth:`get`, or ``None`` when a writer re-reserved one of the slots meanwhile.
+
+        Once the ring has wrapped, a slot can be reserved for new data while a reader
+        copies it. The reader compares the slots' owning tickets (which only grow) and
+        commit flags before and after the copy; any change means a torn read.
+        """
+        ledger = self.ledger
+        if ledger.directory is None:  # no other process writes here
+            return self.get(index)
+        if ledger.writes <= self.max_size:
+            data = self.get(index)
+            # nothing overwritten yet; if the ring wrapped during the copy, read again
+            return data if ledger.writes <= self.max_size else None
+        slots = index.reshape(-1).numpy()
+        owner = ledger.owner[slots]
+        valid = ledger.valid[slots]
+        data = self.get(index)
+        if valid.all() and ledger.valid[slots].all() and np.array_equal(owner, ledger.owner[slots]):
+            return data
+        return None
+
     def column(self, key: Key | str, slots: torch.Tensor) -> torch.Tensor:
         """One entry's values at ``slots``."""
         key = key if isinstance(key, tuple) else (key,)
@@ -396,6 +419,12 @@ class _TensorStorageBase(_Storage):
         }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        if not (Path(state["directory"]) / _META).exists():
+            raise FileNotFoundError(
+                f"the shared storage at {state['directory']} is gone: the process that "
+                "created it has freed it. Keep the creating buffer alive while others use "
+                "it, or use MemmapStorage(max_size, path=...) for files that outlive it"
+            )
         self._setup(
             state["max_size"], torch.device(state["device"]), Path(state["directory"]), owned=False
         )
@@ -498,12 +527,28 @@ class MemmapStorage(_TensorStorageBase):
         return self._directory
 
 
+def _take(batch: TensorDictBase, rows: torch.Tensor) -> TensorDictBase:
+    """``batch[rows]`` through index_select (see :meth:`_TensorStorageBase.get`)."""
+    return batch.apply(
+        lambda t: torch.index_select(t, 0, rows), batch_size=[len(rows), *batch.batch_size[1:]]
+    )
+
+
+class _Row(NamedTuple):
+    """One item of a TensorDict batch held by a ListStorage: the batch and the row."""
+
+    batch: TensorDictBase
+    row: int
+
+
 class ListStorage(_Storage):
     """A storage of arbitrary Python objects in a list, private to this process.
 
     ``extend`` takes a list of objects (or a TensorDict, stored item by item);
     reading stacks TensorDict items back into one TensorDict and returns other
-    objects as a list. It cannot be shared: sending it to another process raises.
+    objects as a list. It keeps references, not copies: a batch changed in place
+    after ``extend`` changes the stored items too (TensorStorage copies). It cannot be
+    shared: sending it to another process raises.
 
     Args:
         max_size: how many items the storage holds; older items are overwritten.
@@ -532,7 +577,9 @@ class ListStorage(_Storage):
                 raise ValueError(
                     "extend expects a batch; got batch_size=[]. Use add() for one item"
                 )
-            items = list(data.unbind(0))
+            batch = data[-self.max_size :] if data.batch_size[0] > self.max_size else data
+            # rows refer to their batch: no per-item split now, one gather per batch later
+            items = [_Row(batch, i) for i in range(batch.batch_size[0])]
         elif isinstance(data, list | tuple):
             items = list(data)
         else:
@@ -552,14 +599,44 @@ class ListStorage(_Storage):
 
     def get(self, index: torch.Tensor) -> Any:
         """The items at ``index`` (slots): a stacked TensorDict, or a list of objects."""
-        items = [self._items[i] for i in index.tolist()]
-        if items and all(isinstance(x, TensorDictBase) for x in items):
-            return torch.stack(items)
-        return items
+        items = [self._items[i] for i in index.reshape(-1).tolist()]
+        n_rows = sum(type(x) is _Row for x in items)
+        if n_rows == 0:
+            return items
+        if n_rows != len(items):
+            return [x.batch[x.row] if type(x) is _Row else x for x in items]
+        groups: dict[int, tuple[TensorDictBase, list[int], list[int]]] = {}
+        for pos, (batch, row) in enumerate(items):
+            group = groups.setdefault(id(batch), (batch, [], []))
+            group[1].append(pos)
+            group[2].append(row)
+        if len(groups) == 1:
+            batch, _, rows = next(iter(groups.values()))
+            return _take(batch, torch.tensor(rows))
+        try:
+            parts = torch.cat([_take(b, torch.tensor(rows)) for b, _, rows in groups.values()])
+        except Exception:  # batches of different structure: stack item by item
+            return torch.stack([batch[row] for batch, row in items])
+        positions = torch.tensor([p for _, pos, _ in groups.values() for p in pos])
+        return _take(parts, torch.argsort(positions))
 
     def column(self, key: Key | str, slots: torch.Tensor) -> torch.Tensor:
         """One entry's values at ``slots`` (items must be TensorDicts)."""
-        return torch.stack([torch.as_tensor(self._items[i][key]) for i in slots.tolist()])
+        items = [self._items[i] for i in slots.reshape(-1).tolist()]
+        if items and all(type(x) is _Row for x in items):
+            # gather only this entry, one index_select per run of rows from one batch
+            parts, run_batch, run_rows = [], None, []
+            for batch, row in items:
+                if batch is not run_batch and run_rows:
+                    parts.append(torch.index_select(run_batch.get(key), 0, torch.tensor(run_rows)))
+                    run_rows = []
+                run_batch = batch
+                run_rows.append(row)
+            parts.append(torch.index_select(run_batch.get(key), 0, torch.tensor(run_rows)))
+            return torch.cat(parts)
+        return torch.stack(
+            [torch.as_tensor((x.batch[x.row] if type(x) is _Row else x)[key]) for x in items]
+        )
 
     def state_dict(self) -> dict[str, Any]:
         """The items and the write position (items must be picklable to save)."""

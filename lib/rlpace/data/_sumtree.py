@@ -48,19 +48,53 @@ class SumMinTree:
         return float(self.mins[1])
 
     def leaves(self, index: torch.Tensor) -> torch.Tensor:
-        return self.sums[index + self.size]
+        return torch.index_select(self.sums, 0, index + self.size)
 
     def set(self, index: torch.Tensor, value: torch.Tensor | float) -> None:
         """Set leaves ``index`` to ``value`` (0 removes them) and refresh their ancestors."""
-        value = torch.as_tensor(value, dtype=torch.float64)
-        pos = index.to(torch.int64) + self.size
-        self.sums[pos] = value
-        self.mins[pos] = torch.where(value > 0, value, torch.inf)
+        index = index.to(torch.int64)
+        n = index.numel()
+        if (
+            n
+            and int(index[-1]) - int(index[0]) == n - 1
+            and torch.equal(index, torch.arange(int(index[0]), int(index[0]) + n))
+        ):
+            self._set_range(int(index[0]), int(index[0]) + n, value)
+            return
+        value = torch.as_tensor(value, dtype=torch.float64).expand(n).contiguous()
+        pos = index + self.size
+        self.sums.index_copy_(0, pos, value)
+        self.mins.index_copy_(0, pos, torch.where(value > 0, value, torch.inf))
         for _ in range(self.levels):
             pos = torch.unique(pos >> 1)
-            left, right = 2 * pos, 2 * pos + 1
-            self.sums[pos] = self.sums[left] + self.sums[right]
-            self.mins[pos] = torch.minimum(self.mins[left], self.mins[right])
+            left = 2 * pos
+            pair_sums = torch.index_select(self.sums, 0, left) + torch.index_select(
+                self.sums, 0, left + 1
+            )
+            pair_mins = torch.minimum(
+                torch.index_select(self.mins, 0, left), torch.index_select(self.mins, 0, left + 1)
+            )
+            self.sums.index_copy_(0, pos, pair_sums)
+            self.mins.index_copy_(0, pos, pair_mins)
+
+    def _set_range(self, start: int, stop: int, value: torch.Tensor | float) -> None:
+        """:meth:`set` for the contiguous leaves ``start..stop-1``: slices, level by level."""
+        lo, hi = start + self.size, stop + self.size  # half-open
+        value = torch.as_tensor(value, dtype=torch.float64)
+        self.sums[lo:hi] = value
+        self.mins[lo:hi] = torch.where(value > 0, value, torch.inf)
+        for _ in range(self.levels):
+            lo, hi = lo >> 1, ((hi - 1) >> 1) + 1
+            torch.add(
+                self.sums[2 * lo : 2 * hi : 2],
+                self.sums[2 * lo + 1 : 2 * hi : 2],
+                out=self.sums[lo:hi],
+            )
+            torch.minimum(
+                self.mins[2 * lo : 2 * hi : 2],
+                self.mins[2 * lo + 1 : 2 * hi : 2],
+                out=self.mins[lo:hi],
+            )
 
     def rebuild(self) -> None:
         """Recompute every inner node from the leaves."""
@@ -86,13 +120,13 @@ class SumMinTree:
         node = torch.ones(n, dtype=torch.int64)
         for _ in range(self.levels):
             left = 2 * node
-            left_mass = self.sums[left]
+            left_mass = torch.index_select(self.sums, 0, left)
             go_right = mass >= left_mass
-            mass = torch.where(go_right, mass - left_mass, mass)
+            mass -= left_mass * go_right
             node = left + go_right
         leaf = node - self.size
         # rounding can walk onto an absent leaf at the edge of the mass: redraw those
-        absent = self.sums[node] <= 0
+        absent = torch.index_select(self.sums, 0, node) <= 0
         if bool(absent.any()):
             weights = self.sums[self.size : self.size + self.capacity]
             leaf[absent] = torch.multinomial(weights, int(absent.sum()), replacement=True)

@@ -1,0 +1,186 @@
+"""Turn the suite's cases into asv benchmark classes without copying their bodies.
+
+asv runs the benchmark code of the *current* working tree against rlpace as installed
+at each commit, so this module relies only on the case contract that
+``rlpace.bench.suite`` defines (``__rlpace_case__`` with ``name``, ``param_names``,
+``in_set``, ``values`` and ``make``; a ``SkipCase`` exception), never on newer helpers.
+A case module that cannot be imported at an older commit is left out with a message
+on stderr instead of breaking discovery.
+
+For each case, one class with asv's ``params`` / ``param_names``, a ``version`` hashed
+from the case's source, a ``setup`` that
+builds the callable (raising ``NotImplementedError``, asv's skip, for a
+``SkipCase`` or a missing CUDA device), ``time_case`` that calls it (synchronizing
+CUDA), ``teardown``, and in the GPU set ``track_peak_cuda_memory``.
+
+The suite directory is ``tests/benchmarks`` of this repository, or
+``$RLPACE_SUITE_DIR`` when set.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import inspect
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+SUITE_DIR = Path(__file__).resolve().parents[2] / "tests" / "benchmarks"
+MODULE_PREFIX = "rlpace_suite_cases"
+
+# asv timing attributes shared by every generated class: small, because the CPU set
+# runs at several commits; one intra-op thread comes from OMP_NUM_THREADS (asv.conf)
+# and torch.set_num_threads(1) in setup.
+TIMING = {
+    "warmup_time": 0.05,
+    "repeat": (5, 20, 1.0),
+    "rounds": 1,
+    "sample_time": 0.01,
+    "min_run_count": 5,
+    "timeout": 120,
+}
+
+_loaded: dict[Path, Any] = {}
+
+
+def suite_dir() -> Path:
+    """The directory whose ``test_*.py`` modules declare the cases."""
+    return Path(os.environ.get("RLPACE_SUITE_DIR", SUITE_DIR))
+
+
+def _load(path: Path) -> Any:
+    if path in _loaded:
+        return _loaded[path]
+    name = f"{MODULE_PREFIX}.{path.stem}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:  # an older rlpace may lack what a newer case imports
+        sys.modules.pop(name, None)
+        print(f"asv: skipped case module {path.name}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        module = None
+    _loaded[path] = module
+    return module
+
+
+def cases() -> list[Any]:
+    """Every case declared in the suite's modules, in file then declaration order."""
+    found = []
+    for path in sorted(suite_dir().glob("test_*.py")):
+        module = _load(path)
+        if module is None:
+            continue
+        for value in vars(module).values():
+            c = getattr(value, "__rlpace_case__", None)
+            if c is not None and c not in found:
+                found.append(c)
+    return found
+
+
+def case_version(c: Any) -> str:
+    """asv's ``version`` of a case: a hash of its setup's source.
+
+    Every generated class shares the same ``time_case`` source, from which asv would
+    derive one version for all; hashing the case body instead makes asv drop old
+    results of a case whose body changed.
+    """
+    try:
+        source = inspect.getsource(c.setup)
+    except (OSError, TypeError):
+        source = f"{c.module}:{c.name}"
+    return hashlib.sha256(source.encode()).hexdigest()[:16]
+
+
+def _is_skip(exc: BaseException) -> bool:
+    return type(exc).__name__ == "SkipCase"
+
+
+def _cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def make_class(c: Any, set_name: str) -> type:
+    """Build the asv benchmark class of case ``c`` in ``set_name`` (``cpu`` or ``gpu``)."""
+    names = list(c.param_names)
+    on_cuda = set_name == "gpu"
+
+    def setup(self, *args):
+        import torch
+
+        torch.set_num_threads(1)
+        params = dict(zip(names, args, strict=True))
+        if on_cuda and not _cuda_available():
+            raise NotImplementedError("GPU set: no CUDA device is available on this machine")
+        try:
+            self._timed = c.make(**params)
+        except Exception as exc:
+            if _is_skip(exc):
+                raise NotImplementedError(str(exc)) from exc
+            raise
+        if on_cuda:
+            torch.cuda.synchronize()
+
+    def time_case(self, *args):
+        self._timed.fn()
+        if on_cuda:
+            import torch
+
+            torch.cuda.synchronize()
+
+    def teardown(self, *args):
+        timed = getattr(self, "_timed", None)
+        self._timed = None
+        if timed is not None and timed.teardown is not None:
+            timed.teardown()
+
+    attrs: dict[str, Any] = {
+        "__doc__": f"asv view of case {c.name} ({c.module}), {set_name} set.",
+        "params": [list(v) for v in c.values(set_name)],
+        "param_names": names,
+        "setup": setup,
+        "time_case": time_case,
+        "teardown": teardown,
+        "rlpace_case": c,
+        "version": case_version(c),
+        **TIMING,
+    }
+    if on_cuda:
+
+        def track_peak_cuda_memory(self, *args):
+            import torch
+
+            torch.cuda.reset_peak_memory_stats()
+            self._timed.fn()
+            torch.cuda.synchronize()
+            return int(torch.cuda.max_memory_allocated())
+
+        track_peak_cuda_memory.unit = "bytes"
+        attrs["track_peak_cuda_memory"] = track_peak_cuda_memory
+    return type(c.name, (), attrs)
+
+
+def expose(namespace: dict[str, Any], set_name: str) -> list[str]:
+    """Put one class per case of ``set_name`` into ``namespace``; return their names.
+
+    A class is named like its case; when two modules declare the same case name, the
+    later one is qualified with its module, ``<module>__<case>``.
+    """
+    exposed = []
+    for c in cases():
+        if not c.in_set(set_name):
+            continue
+        name = c.name
+        if name in namespace:
+            name = f"{c.module.rsplit('.', 1)[-1]}__{c.name}"
+        cls = make_class(c, set_name)
+        cls.__name__ = cls.__qualname__ = name
+        cls.__module__ = namespace["__name__"]
+        namespace[name] = cls
+        exposed.append(name)
+    return exposed

@@ -1,0 +1,84 @@
+"""``rlpace-bench history``: step changes across commits in asv results, with plots.
+
+Example:
+    >>> import argparse
+    >>> parser = argparse.ArgumentParser()
+    >>> add_arguments(parser)
+    >>> args = parser.parse_args(["--results", "r", "--threshold", "0.2"])
+    >>> args.results, args.threshold, args.out_dir
+    ('r', 0.2, 'reports/history')
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rlpace.bench.errors import BenchInputError
+from rlpace.bench.history import asv_paths, git_commit_order, history
+
+NAME = "history"
+HELP = "flag step changes across commits in asv results and plot each flagged benchmark"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare the options of ``rlpace-bench history``.
+
+    Example:
+        >>> parser = argparse.ArgumentParser()
+        >>> add_arguments(parser)
+        >>> args = parser.parse_args([])
+        >>> args.asv_config, args.results, args.threshold
+        ('asv_bench/asv.conf.json', None, 0.1)
+    """
+    parser.add_argument(
+        "--asv-config",
+        default="asv_bench/asv.conf.json",
+        help="asv configuration naming the results directory and the repository",
+    )
+    parser.add_argument("--results", default=None, help="asv results directory (overrides)")
+    parser.add_argument("--repo", default=None, help="git repository ordering the commits")
+    parser.add_argument("--out-dir", default="reports/history", help="where PNG plots go")
+    parser.add_argument(
+        "--threshold", type=float, default=0.1, help="smallest relative step reported"
+    )
+
+
+def main(args: argparse.Namespace) -> int:
+    """Print every step change, oldest first per benchmark; write the plots.
+
+    Example:
+        >>> parser = argparse.ArgumentParser()
+        >>> add_arguments(parser)
+        >>> main(parser.parse_args(["--results", "missing-results"]))
+        Traceback (most recent call last):
+        ...
+        rlpace.bench.errors.BenchInputError: expected an asv results directory at missing-results, found none; run `make asv` (or `asv run`) first, or pass --results DIR
+    """
+    if args.threshold <= 0:
+        raise BenchInputError(
+            f"--threshold: expected a relative change > 0 (0.1 = 10 %), got {args.threshold}"
+        )
+    if args.results is not None:
+        results, repo = Path(args.results), Path(args.repo or ".")
+    else:
+        results, repo = asv_paths(args.asv_config)
+        repo = Path(args.repo) if args.repo else repo
+    report = history(
+        results_dir=results,
+        out_dir=args.out_dir,
+        threshold=args.threshold,
+        commit_order=git_commit_order(repo),
+    )
+    print(
+        f"{len(report.series)} series read from {results}; "
+        f"{len(report.changes)} step change(s) in {len(report.flagged)} benchmark(s)"
+    )
+    for c in report.changes:
+        print(
+            f"{c.kind:<11} x{c.ratio:6.2f}  {c.benchmark} [{c.machine}/{c.env}]  "
+            f"first commit {c.first_commit} (after {c.previous_commit[:8]})"
+        )
+    for path in report.plots:
+        print(f"plot: {path}")
+    return 0

@@ -1,0 +1,542 @@
+"""Results tables → a typed comparison: one verdict per benchmark.
+
+:func:`compare_runs` matches benchmarks by ``fullname`` and decides, for each one,
+whether it improved, worsened, stayed within noise, is new, was removed or failed.
+Templates only format these verdicts (decide, then render).
+
+How a change is decided (both sides ran and have usable times):
+
+- **raw samples on both sides** — a two-sided Mann–Whitney U test gives a p-value,
+  Benjamini–Hochberg turns the p-values of all benchmarks into q-values (false
+  discovery rate ``alpha``), and a bootstrap interval on the ratio of medians gives
+  the change's uncertainty;
+- **summary statistics only** — the medians' intervals (asv's 99% interval, or a box
+  plot notch from median/IQR/rounds) must not overlap.
+
+Either way a change is only flagged when it is larger than the effect ``threshold``
+(5% by default) *and* larger than its own noise: the half-width of the change's
+interval, the minimal detectable change of its samples, and the calibrated A/A
+noise of the benchmark when one is given, whichever is largest. So a benchmark
+never worsens by less than it wobbles.
+
+``change_pct`` is the seed bot's number, ``(head ops − base ops) / base ops``, with
+ops = ``1 / mean``; ``median_change_pct`` and its interval are what the verdict uses
+(medians resist the slow outliers timing data always has). Both are signed so that
+positive is better, for lower-is-better times and higher-is-better metrics alike.
+
+Example:
+    >>> from rlpace.bench.results import results_from_records
+    >>> base = results_from_records([{"fullname": "a", "data": [1.0, 1.01, 0.99] * 10}])
+    >>> head = results_from_records([{"fullname": "a", "data": [1.5, 1.51, 1.49] * 10}])
+    >>> comparison = compare_runs(head, base)
+    >>> comparison.rows[0].verdict
+    <Verdict.WORSENED: 'worsened'>
+    >>> round(comparison.rows[0].change_pct, 2)
+    -33.33
+    >>> comparison.counts()["worsened"]
+    1
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from rlpace.bench.errors import BenchInputError
+from rlpace.bench.results import environment_differences, run_environment
+from rlpace.bench.stats import (
+    benjamini_hochberg,
+    bootstrap_ratio_ci,
+    mann_whitney_p,
+    minimal_detectable_change,
+)
+
+__all__ = ["COMPARISON_FORMAT_VERSION", "BenchmarkChange", "Comparison", "Verdict", "compare_runs"]
+
+#: Version of :meth:`Comparison.to_dict`'s layout; bump it when fields change meaning.
+COMPARISON_FORMAT_VERSION = 1
+#: Fewest raw samples per side for the rank test; fewer falls back to intervals.
+MIN_SAMPLES = 3
+_NAN = float("nan")
+
+
+class Verdict(enum.Enum):
+    """What happened to one benchmark between base and head.
+
+    Example:
+        >>> Verdict("worsened") is Verdict.WORSENED
+        True
+        >>> [v.value for v in Verdict]
+        ['improved', 'worsened', 'unchanged', 'new', 'removed', 'failed']
+    """
+
+    IMPROVED = "improved"
+    WORSENED = "worsened"
+    UNCHANGED = "unchanged"
+    """Within noise or below the threshold (rendered as "noise")."""
+    NEW = "new"
+    """Only in head (or the base run failed, so there is nothing to compare against)."""
+    REMOVED = "removed"
+    """Only in base."""
+    FAILED = "failed"
+    """The head run of this benchmark failed."""
+
+
+@dataclass(frozen=True)
+class BenchmarkChange:
+    """The comparison of one benchmark: both sides' numbers, the change and the verdict.
+
+    Times are in seconds; ``*_ops`` in calls per second (``1 / mean``). Percentages are
+    signed so that positive is better. NaN marks what cannot be computed (a missing
+    side, no raw samples, a zero time).
+
+    Example:
+        >>> c = BenchmarkChange(fullname="t.py::a", name="a", verdict=Verdict.NEW)
+        >>> c.verdict.value, c.has_base
+        ('new', False)
+    """
+
+    fullname: str
+    name: str
+    verdict: Verdict
+    group: str | None = None
+    impl: str | None = None
+    params: Mapping[str, Any] | None = None
+    head_mean: float = _NAN
+    head_median: float = _NAN
+    head_max: float = _NAN
+    head_ops: float = _NAN
+    head_rounds: int = 0
+    base_mean: float = _NAN
+    base_median: float = _NAN
+    base_max: float = _NAN
+    base_ops: float = _NAN
+    base_rounds: int = 0
+    change_pct: float = _NAN
+    """``(head ops − base ops) / base ops × 100`` (the seed bot's number)."""
+    median_change_pct: float = _NAN
+    """Change of the median, positive = better; the number the verdict is about."""
+    ci_low_pct: float = _NAN
+    """Lower end of the interval of ``median_change_pct``."""
+    ci_high_pct: float = _NAN
+    """Upper end of the interval of ``median_change_pct``."""
+    p_value: float = _NAN
+    """Mann–Whitney U two-sided p-value (NaN without raw samples)."""
+    q_value: float = _NAN
+    """Benjamini–Hochberg adjusted p-value over all compared benchmarks."""
+    noise_pct: float = _NAN
+    """The noise a change must exceed: the largest of the interval's half-width,
+    ``mdc_pct`` and the calibrated A/A noise."""
+    mdc_pct: float = _NAN
+    """Minimal detectable change at 80% power from the samples' own noise."""
+    method: str = "none"
+    """``"mann-whitney"``, ``"intervals"`` or ``"none"`` (not compared)."""
+    higher_is_better: bool = False
+    items_per_call: float = _NAN
+    """Work items per call (``extra_info["items_per_call"]``), for throughput."""
+    unit: str = ""
+    """Name of one work item (``extra_info["unit"]``)."""
+    note: str = ""
+    """Why the verdict is what it is, when that is not obvious (e.g. a zero time)."""
+
+    @property
+    def has_base(self) -> bool:
+        """Whether the base run measured this benchmark.
+
+        Example:
+            >>> BenchmarkChange("a", "a", Verdict.REMOVED, base_mean=1e-3, base_rounds=5).has_base
+            True
+        """
+        return self.base_rounds > 0 or math.isfinite(self.base_mean)
+
+    @property
+    def head_throughput(self) -> float:
+        """Work items per second in head (``items_per_call / median``), NaN if unknown.
+
+        Example:
+            >>> BenchmarkChange("a", "a", Verdict.NEW, head_median=0.5, items_per_call=64).head_throughput
+            128.0
+        """
+        return _throughput(self.items_per_call, self.head_median)
+
+    @property
+    def base_throughput(self) -> float:
+        """Work items per second in base, NaN if unknown.
+
+        Example:
+            >>> BenchmarkChange("a", "a", Verdict.REMOVED, base_median=2.0, items_per_call=64).base_throughput
+            32.0
+        """
+        return _throughput(self.items_per_call, self.base_median)
+
+
+def _throughput(items: float, seconds: float) -> float:
+    if not (math.isfinite(items) and math.isfinite(seconds)) or seconds <= 0:
+        return _NAN
+    return items / seconds
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """All benchmark changes of one head run against one base run.
+
+    Rows follow the head file's order; benchmarks only in base come last.
+
+    Example:
+        >>> from rlpace.bench.results import results_from_records
+        >>> head = results_from_records([{"fullname": "a", "data": [1.0, 2.0]}])
+        >>> c = compare_runs(head)
+        >>> c.counts()["new"], c.has_base, c.to_dict()["version"]
+        (1, False, 1)
+    """
+
+    rows: tuple[BenchmarkChange, ...]
+    threshold: float = 5.0
+    """Effect size in % below which nothing is flagged."""
+    alpha: float = 0.05
+    """False discovery rate for the q-values."""
+    has_base: bool = True
+    """False when there was no base run (every row is new or failed)."""
+    head: Mapping[str, Any] = field(default_factory=dict)
+    """Metadata of the head run: source, format, commit, datetime."""
+    base: Mapping[str, Any] = field(default_factory=dict)
+    """Metadata of the base run (empty without one)."""
+
+    def by_verdict(self, verdict: Verdict) -> tuple[BenchmarkChange, ...]:
+        """The rows with this verdict, in row order.
+
+        Example:
+            >>> Comparison(rows=()).by_verdict(Verdict.WORSENED)
+            ()
+        """
+        return tuple(r for r in self.rows if r.verdict is verdict)
+
+    def counts(self) -> dict[str, int]:
+        """How many benchmarks got each verdict, plus ``"total"``.
+
+        Example:
+            >>> Comparison(rows=()).counts()["total"]
+            0
+        """
+        out = {v.value: 0 for v in Verdict}
+        for row in self.rows:
+            out[row.verdict.value] += 1
+        out["total"] = len(self.rows)
+        return out
+
+    def threshold_counts(self) -> tuple[int, int]:
+        """``(improved, worsened)`` by the seed bot's bare rule: ``change_pct`` beyond ±threshold.
+
+        This is what the ``seed`` style reports, so its users see the numbers they
+        know; the statistical verdicts are in :meth:`counts`.
+
+        Example:
+            >>> rows = (BenchmarkChange("a", "a", Verdict.UNCHANGED, change_pct=7.0),
+            ...         BenchmarkChange("b", "b", Verdict.UNCHANGED, change_pct=-5.0))
+            >>> Comparison(rows=rows).threshold_counts()
+            (1, 0)
+        """
+        improved = sum(1 for r in self.rows if r.change_pct > self.threshold)
+        worsened = sum(1 for r in self.rows if r.change_pct < -self.threshold)
+        return improved, worsened
+
+    @property
+    def environment_differences(self) -> dict[str, tuple[Any, Any]]:
+        """Host, OS, Python or CPU values that differ between head and base (empty when
+        comparable, or when there is no base).
+
+        Example:
+            >>> Comparison(rows=(), head={"environment": {"node": "a"}},
+            ...            base={"environment": {"node": "b"}}).environment_differences
+            {'node': ('a', 'b')}
+        """
+        return environment_differences(
+            self.head.get("environment") or {}, self.base.get("environment") or {}
+        )
+
+    @property
+    def worsened(self) -> bool:
+        """Whether any benchmark worsened (statistical verdict).
+
+        Example:
+            >>> Comparison(rows=(BenchmarkChange("a", "a", Verdict.WORSENED),)).worsened
+            True
+        """
+        return any(r.verdict is Verdict.WORSENED for r in self.rows)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-able, versioned form (NaN and infinities become ``None``).
+
+        Example:
+            >>> d = Comparison(rows=(BenchmarkChange("a", "a", Verdict.NEW),)).to_dict()
+            >>> d["format"], d["version"], d["rows"][0]["verdict"], d["rows"][0]["p_value"]
+            ('rlpace-comparison', 1, 'new', None)
+        """
+        rows = []
+        for row in self.rows:
+            item = {f.name: _jsonable(getattr(row, f.name)) for f in fields(row)}
+            item["verdict"] = row.verdict.value
+            rows.append(item)
+        return {
+            "format": "rlpace-comparison",
+            "version": COMPARISON_FORMAT_VERSION,
+            "threshold": self.threshold,
+            "alpha": self.alpha,
+            "has_base": self.has_base,
+            "head": _jsonable(dict(self.head)),
+            "base": _jsonable(dict(self.base)),
+            "counts": self.counts(),
+            "rows": rows,
+        }
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, float | np.floating):
+        return float(value) if math.isfinite(value) else None
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, enum.Enum):
+        return value.value
+    return value
+
+
+def _run_meta(df: pd.DataFrame) -> dict[str, Any]:
+    commit = df.attrs.get("commit_info") or {}
+    return {
+        "source": df.attrs.get("source"),
+        "format": df.attrs.get("format"),
+        "commit": commit.get("id"),
+        "branch": commit.get("branch"),
+        "datetime": df.attrs.get("datetime"),
+        "environment": run_environment(df.attrs),
+    }
+
+
+def _check_noise(noise: Mapping[str, float] | None) -> dict[str, float]:
+    out = {}
+    for key, value in (noise or {}).items():
+        if not isinstance(value, int | float) or not math.isfinite(value) or not 0 <= value <= 1:
+            raise BenchInputError(
+                f"noise[{key!r}] = {value!r}: expected the calibrated relative spread as a "
+                "fraction between 0 and 1 (0.03 means 3%); pass fractions, not percents"
+            )
+        out[key] = float(value)
+    return out
+
+
+def compare_runs(
+    head: pd.DataFrame,
+    base: pd.DataFrame | None = None,
+    *,
+    threshold: float = 5.0,
+    alpha: float = 0.05,
+    noise: Mapping[str, float] | None = None,
+) -> Comparison:
+    """Compare a head run against a base run, benchmark by benchmark.
+
+    Args:
+        head: results table of the new run (:func:`rlpace.bench.results.load_results`).
+        base: results table of the reference run; without one every benchmark is new.
+        threshold: smallest change in % that may be flagged (strictly greater).
+        alpha: false discovery rate for the Benjamini–Hochberg q-values.
+        noise: optional ``fullname → relative spread`` (a fraction, 0.03 = 3%) measured
+            by A/A runs; a change must exceed it as well as its own interval.
+
+    Returns:
+        The :class:`Comparison`, rows in head order then removed benchmarks.
+
+    Raises:
+        BenchInputError: a negative threshold, an alpha outside (0, 1), or a noise
+            value that is not a fraction.
+
+    Example:
+        >>> from rlpace.bench.results import results_from_records
+        >>> rng = np.random.default_rng(1)
+        >>> base = results_from_records([{"fullname": "a", "data": 1 + 0.05 * rng.random(50)}])
+        >>> head = results_from_records([{"fullname": "a", "data": 1 + 0.05 * rng.random(50)}])
+        >>> compare_runs(head, base).rows[0].verdict.value
+        'unchanged'
+    """
+    if not (isinstance(threshold, int | float) and math.isfinite(threshold) and threshold >= 0):
+        raise BenchInputError(f"threshold: expected a percentage >= 0, got {threshold!r}")
+    if not (isinstance(alpha, int | float) and 0 < alpha < 1):
+        raise BenchInputError(f"alpha: expected a false discovery rate in (0, 1), got {alpha!r}")
+    calibrated = _check_noise(noise)
+    head_rows = _by_fullname(head, "head")
+    base_rows = _by_fullname(base, "base") if base is not None else {}
+
+    drafts: list[dict[str, Any]] = []
+    for fullname, h in head_rows.items():
+        drafts.append(_draft(h, base_rows.get(fullname), base is not None, calibrated))
+    for fullname, b in base_rows.items():
+        if fullname not in head_rows:
+            drafts.append(_draft(None, b, True, calibrated))
+
+    q = benjamini_hochberg([d.get("p_value", _NAN) for d in drafts])
+    rows = []
+    for draft, q_value in zip(drafts, q):
+        draft["q_value"] = float(q_value)
+        if "verdict" not in draft:
+            draft["verdict"] = _decide(draft, threshold, alpha)
+        rows.append(BenchmarkChange(**draft))
+    return Comparison(
+        rows=tuple(rows),
+        threshold=float(threshold),
+        alpha=float(alpha),
+        has_base=base is not None,
+        head=_run_meta(head),
+        base=_run_meta(base) if base is not None else {},
+    )
+
+
+def _by_fullname(df: pd.DataFrame, side: str) -> dict[str, pd.Series]:
+    rows: dict[str, pd.Series] = {}
+    for _, row in df.iterrows():
+        if row["fullname"] in rows:
+            raise BenchInputError(
+                f"{side} run {df.attrs.get('source') or ''}: benchmark {row['fullname']!r} appears "
+                "more than once; merge repeated runs with rlpace.bench.results.merge_runs first"
+            )
+        rows[row["fullname"]] = row
+    return rows
+
+
+def _side(row: pd.Series, prefix: str) -> dict[str, Any]:
+    return {
+        f"{prefix}_mean": float(row["mean"]),
+        f"{prefix}_median": float(row["median"]),
+        f"{prefix}_max": float(row["max"]),
+        f"{prefix}_ops": float(row["ops"]),
+        f"{prefix}_rounds": int(row["rounds"]),
+    }
+
+
+def _identity(row: pd.Series) -> dict[str, Any]:
+    extra = row["extra_info"] or {}
+    items = extra.get("items_per_call")
+    return {
+        "fullname": row["fullname"],
+        "name": row["name"],
+        "group": row["group"],
+        "impl": row["impl"],
+        "params": row["params"],
+        "higher_is_better": bool(row["higher_is_better"]),
+        "items_per_call": float(items) if isinstance(items, int | float) else _NAN,
+        "unit": str(extra.get("unit", "")) if items is not None else "",
+    }
+
+
+def _usable(row: pd.Series) -> bool:
+    return all(math.isfinite(float(row[k])) and float(row[k]) > 0 for k in ("mean", "median"))
+
+
+def _draft(
+    h: pd.Series | None, b: pd.Series | None, has_base: bool, calibrated: Mapping[str, float]
+) -> dict[str, Any]:
+    """Everything about one benchmark except the verdicts that need all q-values."""
+    if h is None:
+        assert b is not None
+        return {**_identity(b), **_side(b, "base"), "verdict": Verdict.REMOVED}
+    out = {**_identity(h), **_side(h, "head")}
+    if h["status"] == "failed":
+        if b is not None and b["status"] == "ok":
+            out.update(_side(b, "base"))
+        out["verdict"] = Verdict.FAILED
+        out["note"] = "failed in head" + ("" if b is not None else " (not in base)")
+        return out
+    if b is None:
+        out["verdict"] = Verdict.NEW
+        if has_base:
+            out["note"] = "not in base"
+        return out
+    if b["status"] == "failed":
+        out["verdict"] = Verdict.NEW
+        out["note"] = "failed in base: nothing to compare against"
+        return out
+    out.update(_side(b, "base"))
+    if not (_usable(h) and _usable(b)):
+        out["verdict"] = Verdict.UNCHANGED
+        out["note"] = "a zero or missing time: no ratio to compare"
+        return out
+    sign = 1.0 if out["higher_is_better"] else -1.0
+    if out["higher_is_better"]:
+        out["change_pct"] = (out["head_mean"] / out["base_mean"] - 1) * 100
+    else:
+        out["change_pct"] = (out["head_ops"] - out["base_ops"]) / out["base_ops"] * 100
+
+    def better_pct(ratio: float) -> float:
+        # ratio = head / base of the measured value; positive result = better
+        return (ratio - 1) * 100 if sign > 0 else (1 / ratio - 1) * 100 if ratio > 0 else _NAN
+
+    hd, bd = h["data"], b["data"]
+    if hd is not None and bd is not None and len(hd) >= MIN_SAMPLES and len(bd) >= MIN_SAMPLES:
+        ratio, low, high = bootstrap_ratio_ci(hd, bd)
+        out["method"] = "mann-whitney"
+        out["p_value"] = mann_whitney_p(hd, bd)
+        out["mdc_pct"] = minimal_detectable_change(hd, bd)
+    else:
+        ratio = out["head_median"] / out["base_median"]
+        hl, hh, bl, bh = (float(x) for x in (h["ci_low"], h["ci_high"], b["ci_low"], b["ci_high"]))
+        if not all(math.isfinite(x) for x in (hl, hh, bl, bh)):
+            hl, hh = _mean_interval(h)
+            bl, bh = _mean_interval(b)
+        low = hl / bh if bh > 0 else _NAN
+        high = hh / bl if bl > 0 else _NAN
+        out["method"] = "intervals" if math.isfinite(low) and math.isfinite(high) else "none"
+    out["median_change_pct"] = better_pct(ratio)
+    ends = sorted((better_pct(low), better_pct(high)))
+    out["ci_low_pct"], out["ci_high_pct"] = ends
+    half = (ends[1] - ends[0]) / 2 if all(math.isfinite(e) for e in ends) else _NAN
+    # The noise a change must beat: its interval's half-width, the smallest change the
+    # samples could detect (timing samples are autocorrelated, so intervals alone are
+    # optimistic) and the calibrated A/A spread, whichever is largest.
+    calibrated_pct = calibrated[out["fullname"]] * 100 if out["fullname"] in calibrated else _NAN
+    known = [x for x in (half, out.get("mdc_pct", _NAN), calibrated_pct) if math.isfinite(x)]
+    out["noise_pct"] = max(known) if math.isfinite(half) and known else _NAN
+    if out["method"] == "none":
+        out["note"] = "no spread recorded: change cannot be told from noise"
+    return out
+
+
+def _mean_interval(row: pd.Series) -> tuple[float, float]:
+    """95% interval of the mean from mean/stddev/rounds (last-resort summary fallback)."""
+    n, mean, std = int(row["rounds"]), float(row["mean"]), float(row["stddev"])
+    if n < 2 or not math.isfinite(std):
+        return (_NAN, _NAN)
+    half = 1.96 * std / math.sqrt(n)
+    return (mean - half, mean + half)
+
+
+def _decide(draft: Mapping[str, Any], threshold: float, alpha: float) -> Verdict:
+    change = draft["median_change_pct"]
+    low, high, noise = draft["ci_low_pct"], draft["ci_high_pct"], draft["noise_pct"]
+    if not all(math.isfinite(x) for x in (change, low, high, noise)):
+        return Verdict.UNCHANGED
+    if abs(change) <= threshold or abs(change) <= noise:
+        return Verdict.UNCHANGED
+    if low <= 0 <= high:  # the interval does not exclude "no change"
+        return Verdict.UNCHANGED
+    if draft["method"] == "mann-whitney" and not draft["q_value"] < alpha:
+        return Verdict.UNCHANGED
+    return Verdict.IMPROVED if change > 0 else Verdict.WORSENED
+
+
+def comparison_frame(comparison: Comparison) -> pd.DataFrame:
+    """The comparison as a DataFrame (one row per benchmark), for notebooks and CSV.
+
+    Example:
+        >>> comparison_frame(Comparison(rows=(BenchmarkChange("a", "a", Verdict.NEW),)))["verdict"].tolist()
+        ['new']
+    """
+    records = [{**asdict(r), "verdict": r.verdict.value} for r in comparison.rows]
+    return pd.DataFrame.from_records(records, columns=[f.name for f in fields(BenchmarkChange)])

@@ -1,0 +1,392 @@
+"""Benchmark history from asv results: step changes across commits, and trend plots.
+
+asv stores one result file per commit and environment. :func:`load_asv_series`
+turns them into one :class:`Series` per benchmark, parameter combination, machine and
+environment, ordered by commit (git's order when the repository is given, else the
+commit date). :func:`detect_step_changes` fits a piecewise-constant signal with asv's
+own step detection (``asv.step_detect.detect_steps``), merges neighbouring levels that
+differ by less than ``threshold``, and reports each remaining level change as a
+:class:`StepChange` naming the *first* commit at the new level.
+:func:`plot_series` draws one PNG per flagged benchmark.
+
+asv and matplotlib are imported where they are used.
+
+Example:
+    >>> s = Series("cpu.add.time_case(10)", "box", "py3.11", ("a1", "b2", "c3", "d4"),
+    ...            (1, 2, 3, 4), (1.0e-3, 1.02e-3, 2.0e-3, 2.05e-3))
+    >>> [(c.first_commit, c.kind) for c in detect_step_changes(s)]
+    [('c3', 'regression')]
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+import subprocess
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from rlpace.bench.errors import BenchInputError
+
+__all__ = [
+    "HistoryReport",
+    "Series",
+    "StepChange",
+    "detect_step_changes",
+    "asv_paths",
+    "git_commit_order",
+    "history",
+    "load_asv_series",
+    "plot_series",
+]
+
+
+@dataclass(frozen=True)
+class Series:
+    """One benchmark's results over commits, oldest first.
+
+    Example:
+        >>> s = Series("b", "m", "e", ("c1",), (0,), (1.5,))
+        >>> s.label
+        'b [m/e]'
+    """
+
+    benchmark: str
+    """asv benchmark name with its parameters, e.g. ``cpu.test_rb.time_case('rlpace', 64)``."""
+    machine: str
+    """asv machine name."""
+    env: str
+    """asv environment name."""
+    commits: tuple[str, ...]
+    """Full commit hashes, oldest first."""
+    dates: tuple[int, ...]
+    """Commit dates (ms since the epoch), as asv stores them."""
+    values: tuple[float, ...]
+    """The result at each commit (seconds for ``time_*``); NaN where it failed or skipped."""
+
+    def __post_init__(self) -> None:
+        if not len(self.commits) == len(self.dates) == len(self.values):
+            raise ValueError(
+                f"Series {self.benchmark!r}: expected equal lengths of commits, dates and "
+                f"values, got {len(self.commits)}, {len(self.dates)}, {len(self.values)}"
+            )
+
+    @property
+    def label(self) -> str:
+        """The benchmark with its machine and environment."""
+        return f"{self.benchmark} [{self.machine}/{self.env}]"
+
+
+@dataclass(frozen=True)
+class StepChange:
+    """A lasting change of level in a series, starting at ``first_commit``.
+
+    Example:
+        >>> StepChange("b", "m", "e", "c3", "c2", 2, 1.0, 1.5).ratio
+        1.5
+    """
+
+    benchmark: str
+    """The benchmark (with parameters), as in :attr:`Series.benchmark`."""
+    machine: str
+    """asv machine name."""
+    env: str
+    """asv environment name."""
+    first_commit: str
+    """The first commit measured at the new level."""
+    previous_commit: str
+    """The last commit measured at the old level."""
+    position: int
+    """Index of ``first_commit`` in the series."""
+    before: float
+    """Mean of the old level."""
+    after: float
+    """Mean of the new level."""
+
+    @property
+    def ratio(self) -> float:
+        """``after / before``: above 1 is slower for timings."""
+        return self.after / self.before if self.before else math.inf
+
+    @property
+    def kind(self) -> str:
+        """``"regression"`` when the value rose (slower), else ``"improvement"``."""
+        return "regression" if self.after > self.before else "improvement"
+
+
+@dataclass(frozen=True)
+class HistoryReport:
+    """What :func:`history` found and wrote.
+
+    Example:
+        >>> HistoryReport(series=(), changes=(), plots=()).flagged
+        []
+    """
+
+    series: tuple[Series, ...]
+    """Every series read."""
+    changes: tuple[StepChange, ...]
+    """Every step change, by benchmark then position."""
+    plots: tuple[Path, ...]
+    """One PNG per flagged series."""
+
+    @property
+    def flagged(self) -> list[str]:
+        """Labels of the series with at least one step change, in order."""
+        seen: list[str] = []
+        for c in self.changes:
+            label = f"{c.benchmark} [{c.machine}/{c.env}]"
+            if label not in seen:
+                seen.append(label)
+        return seen
+
+
+def asv_paths(config: Path | str) -> tuple[Path, Path]:
+    """The results directory and repository named by an ``asv.conf.json``, resolved.
+
+    asv reads paths relative to the configuration file's directory; so does this.
+
+    Example:
+        >>> asv_paths("missing/asv.conf.json")
+        Traceback (most recent call last):
+        ...
+        rlpace.bench.errors.BenchInputError: expected an asv configuration at missing/asv.conf.json, found none; pass --asv-config PATH or --results DIR
+    """
+    config = Path(config)
+    if not config.is_file():
+        raise BenchInputError(
+            f"expected an asv configuration at {config}, found none; "
+            "pass --asv-config PATH or --results DIR"
+        )
+    from asv.util import load_json
+
+    conf = load_json(str(config), js_comments=True)
+    base = config.resolve().parent
+    results = base / conf.get("results_dir", "results")
+    repo = base / conf.get("repo", ".")
+    return results.resolve(), repo.resolve()
+
+
+def git_commit_order(repo: Path | str) -> list[str]:
+    """Every commit reachable from any ref of ``repo``, oldest first (topological).
+
+    Example:
+        >>> git_commit_order("/nonexistent")
+        []
+    """
+    try:
+        out = subprocess.run(
+            ["git", "rev-list", "--topo-order", "--reverse", "--all"],
+            cwd=repo,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return out.stdout.split() if out.returncode == 0 else []
+
+
+def _param_label(combo: Sequence[str]) -> str:
+    return f"({', '.join(combo)})" if combo else ""
+
+
+def _as_float(value: object) -> float:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    return math.nan
+
+
+def load_asv_series(results_dir: Path | str, *, commit_order: Sequence[str] = ()) -> list[Series]:
+    """Read an asv results directory into one series per benchmark and parameters.
+
+    Args:
+        results_dir: asv's ``results_dir`` (one folder per machine).
+        commit_order: commits oldest first (e.g. :func:`git_commit_order`); commits
+            missing from it come after, by date.
+
+    Raises:
+        BenchInputError: when the directory does not exist or holds no asv results.
+
+    Example:
+        >>> load_asv_series("/nonexistent/results")
+        Traceback (most recent call last):
+        ...
+        rlpace.bench.errors.BenchInputError: expected an asv results directory at /nonexistent/results, found none; run `make asv` (or `asv run`) first, or pass --results DIR
+    """
+    from asv.results import Results, iter_results_paths
+
+    results_dir = Path(results_dir)
+    if not results_dir.is_dir():
+        raise BenchInputError(
+            f"expected an asv results directory at {results_dir}, found none; run `make asv` "
+            "(or `asv run`) first, or pass --results DIR"
+        )
+    rank = {commit: i for i, commit in enumerate(commit_order)}
+    points: dict[tuple[str, str, str], dict[str, tuple[int, float]]] = {}
+    n_files = 0
+    for root, filename, machine in iter_results_paths(str(results_dir)):
+        result = Results.load(str(Path(root) / filename), machine_name=machine)
+        n_files += 1
+        for key in result.get_all_result_keys():
+            params = result.get_result_params(key) or []
+            values = result.get_result_value(key, params)
+            combos = list(itertools.product(*params)) if params else [()]
+            if not isinstance(values, list):  # asv gives a bare value without params
+                values = [values]
+            for combo, value in zip(combos, values or [None] * len(combos)):
+                name = f"{key}{_param_label(combo)}"
+                per_commit = points.setdefault((name, machine, result.env_name), {})
+                per_commit[result.commit_hash] = (int(result.date or 0), _as_float(value))
+    if n_files == 0:
+        raise BenchInputError(
+            f"expected asv result files under {results_dir}, found none; run `make asv` first"
+        )
+    series = []
+    for (name, machine, env), per_commit in sorted(points.items()):
+        ordered = sorted(
+            per_commit.items(),
+            key=lambda kv: (rank.get(kv[0], len(rank)), kv[1][0], kv[0]),
+        )
+        series.append(
+            Series(
+                benchmark=name,
+                machine=machine,
+                env=env,
+                commits=tuple(c for c, _ in ordered),
+                dates=tuple(d for _, (d, _) in ordered),
+                values=tuple(v for _, (_, v) in ordered),
+            )
+        )
+    return series
+
+
+def detect_step_changes(series: Series, *, threshold: float = 0.1) -> list[StepChange]:
+    """Find lasting level changes in a series with asv's step detection.
+
+    asv's fit may split a flat but noisy series into many short levels; neighbouring
+    levels whose means differ by less than ``threshold`` (relative) are merged
+    before reporting.
+
+    Args:
+        series: the results over commits, oldest first.
+        threshold: smallest relative change reported (0.1 = 10 %).
+
+    Returns:
+        One :class:`StepChange` per remaining level boundary, oldest first.
+
+    Example:
+        >>> flat = Series("b", "m", "e", ("a", "b", "c", "d"), (1, 2, 3, 4),
+        ...               (1.0, 1.03, 0.98, 1.01))
+        >>> detect_step_changes(flat)
+        []
+    """
+    if threshold <= 0:
+        raise ValueError(f"threshold: expected a relative change > 0, got {threshold!r}")
+    from asv.step_detect import detect_steps
+
+    y = [None if math.isnan(v) else v for v in series.values]
+    if sum(v is not None for v in y) < 2:
+        return []
+    levels: list[list[float]] = []  # [left, right, weighted sum, weight]
+    for left, right, mean, _min, _err in detect_steps(y):
+        weight = sum(1 for v in y[left:right] if v is not None)
+        if levels:
+            prev = levels[-1]
+            prev_mean = prev[2] / prev[3]
+            if abs(mean - prev_mean) < threshold * min(abs(mean), abs(prev_mean)):
+                levels[-1] = [prev[0], right, prev[2] + mean * weight, prev[3] + weight]
+                continue
+        levels.append([left, right, mean * weight, weight])
+    changes = []
+    for prev, cur in itertools.pairwise(levels):
+        first = int(cur[0])
+        last_before = max(i for i in range(int(prev[0]), int(prev[1])) if y[i] is not None)
+        changes.append(
+            StepChange(
+                benchmark=series.benchmark,
+                machine=series.machine,
+                env=series.env,
+                first_commit=series.commits[first],
+                previous_commit=series.commits[last_before],
+                position=first,
+                before=prev[2] / prev[3],
+                after=cur[2] / cur[3],
+            )
+        )
+    return changes
+
+
+def _file_name(label: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", label).strip("_")[:180] + ".png"
+
+
+def plot_series(series: Series, changes: Sequence[StepChange], out_dir: Path | str) -> Path:
+    """Write a PNG trend plot of ``series`` with its step changes marked; return its path.
+
+    Example:
+        >>> import tempfile
+        >>> s = Series("b", "m", "e", ("aaaaaaaa1", "bbbbbbbb2"), (1, 2), (1.0, 2.0))
+        >>> with tempfile.TemporaryDirectory() as d:
+        ...     plot_series(s, detect_step_changes(s), d).name
+        'b_m_e.png'
+    """
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / _file_name(series.label)
+    xs = list(range(len(series.values)))
+    fig, ax = plt.subplots(figsize=(8, 4))
+    try:
+        ax.plot(xs, series.values, marker="o", color="tab:blue", label="result")
+        for change in changes:
+            colour = "tab:red" if change.kind == "regression" else "tab:green"
+            ax.axvline(change.position - 0.5, color=colour, linestyle="--")
+            ax.annotate(
+                f"{change.kind} x{change.ratio:.2f}\nfrom {change.first_commit[:8]}",
+                xy=(change.position, change.after),
+                fontsize=8,
+                color=colour,
+            )
+        ax.set_xticks(xs, [c[:8] for c in series.commits], rotation=45, fontsize=7)
+        ax.set_xlabel("commit (oldest first)")
+        ax.set_ylabel("seconds" if ".time_" in series.benchmark else "value")
+        ax.set_title(series.label, fontsize=9)
+        fig.tight_layout()
+        fig.savefig(path, dpi=100)
+    finally:
+        plt.close(fig)
+    return path
+
+
+def history(
+    *,
+    results_dir: Path | str,
+    out_dir: Path | str = "reports/history",
+    threshold: float = 0.1,
+    commit_order: Iterable[str] = (),
+) -> HistoryReport:
+    """Read asv results, flag step changes and plot every flagged series.
+
+    Example:
+        >>> history(results_dir="/nonexistent")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        rlpace.bench.errors.BenchInputError: expected an asv results directory at ...
+    """
+    all_series = load_asv_series(results_dir, commit_order=list(commit_order))
+    changes: list[StepChange] = []
+    plots: list[Path] = []
+    for s in all_series:
+        found = detect_step_changes(s, threshold=threshold)
+        if found:
+            changes.extend(found)
+            plots.append(plot_series(s, found, out_dir))
+    return HistoryReport(series=tuple(all_series), changes=tuple(changes), plots=tuple(plots))

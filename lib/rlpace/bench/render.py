@@ -1,0 +1,473 @@
+"""Comparisons → PR-comment markdown, through jinja2 templates shipped as package data.
+
+Two styles:
+
+- ``"rlpace"`` (default): verdict first, then regressions, improvements and a collapsed
+  full table, one section per benchmark set; plain markdown (no LaTeX) that reads right
+  in GitHub and in e-mail notifications; every change with its interval and q-value or
+  a "noise" label; benchmark names escaped; a hidden marker (:data:`REPORT_MARKER`) so a
+  bot can find and update its comment; never longer than GitHub's comment limit.
+- ``"seed"``: the comment of the pytest-benchmark PR bot that RL projects used before,
+  reproduced to the character (LaTeX colour macros, bold changes beyond the threshold).
+
+Templates only format; every decision comes from :mod:`rlpace.bench.compare`.
+
+Example:
+    >>> from rlpace.bench.compare import compare_runs
+    >>> from rlpace.bench.results import results_from_records
+    >>> head = results_from_records([{"fullname": "t::a", "name": "a", "data": [1e-3] * 5}])
+    >>> text = render_report(compare_runs(head), style="seed", title="Demo")
+    >>> text.splitlines()[0]
+    '##  \\t Demo'
+    >>> print("\\n".join(text.splitlines()[3:6]))
+    | Name | Max       | Mean      | Ops           |
+    | ---- | --------- | --------- | ------------- |
+    | a    | 1.0000 ms | 1.0000 ms | 1.0000 KOps/s |
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from rlpace.bench.compare import BenchmarkChange, Comparison, Verdict
+from rlpace.bench.errors import BenchInputError
+
+__all__ = [
+    "GITHUB_COMMENT_LIMIT",
+    "REPORT_MARKER",
+    "STYLES",
+    "escape_markdown",
+    "format_ops",
+    "format_time",
+    "render_report",
+    "seed_change_cell",
+]
+
+STYLES = ("rlpace", "seed")
+#: GitHub refuses comments longer than this many characters.
+GITHUB_COMMENT_LIMIT = 65_536
+#: First line of every ``rlpace`` report; a bot finds its own comment by it.
+REPORT_MARKER = "<!-- rlpace-bench-report -->"
+SET_TITLES = {"cpu": "CPU", "gpu": "GPU"}
+_GREEN, _YELLOW, _RED = "#35bf28", "#D29922", "#d91a1a"
+_TEMPLATES = Path(__file__).parent / "templates"
+
+
+# ------------------------------------------------------------------------- formatting
+
+
+def format_time(seconds: float) -> str:
+    """A time with four decimals in ``μs`` (< 100 µs), ``ms`` (< 100 ms) or ``s``.
+
+    Example:
+        >>> format_time(5.2e-5), format_time(0.0123), format_time(1.5)
+        ('52.0000 μs', '12.3000 ms', '1.5000 s')
+        >>> format_time(float("nan"))
+        '-'
+    """
+    if not math.isfinite(seconds):
+        return "-"
+    if seconds < 1e-4:
+        return f"{seconds * 1e6:.4f} μs"
+    if seconds < 0.1:
+        return f"{seconds * 1e3:.4f} ms"
+    return f"{seconds:.4f} s"
+
+
+def format_ops(ops: float) -> str:
+    """Operations per second with four decimals in ``Ops/s``, ``KOps/s`` or ``MOps/s``.
+
+    Example:
+        >>> format_ops(12.5), format_ops(1234.5), format_ops(2.5e6)
+        ('12.5000 Ops/s', '1.2345 KOps/s', '2.5000 MOps/s')
+    """
+    if not math.isfinite(ops):
+        return "-"
+    if ops >= 1e6:
+        return f"{ops / 1e6:.4f} MOps/s"
+    if ops >= 1e3:
+        return f"{ops / 1e3:.4f} KOps/s"
+    return f"{ops:.4f} Ops/s"
+
+
+def seed_change_cell(change: float, threshold: float = 5.0) -> str:
+    """The seed bot's Change cell: signed, two decimals, LaTeX ``%``, colour and bold.
+
+    Green when positive, red otherwise, no colour when ``|change| < 0.01``; bold
+    when ``|change| > threshold``.
+
+    Example:
+        >>> seed_change_cell(12.345)
+        '$\\\\textbf{\\\\color{#35bf28}+12.35\\\\\\\\%}$'
+        >>> print(seed_change_cell(-3.0), seed_change_cell(0.004))
+        $\\color{#d91a1a}-3.00\\\\%$ $+0.00\\\\%$
+    """
+    if not math.isfinite(change):
+        return "-"
+    change = change + 0.0  # -0.0 prints as 0.00, like the seed bot
+    text = f"{'+' if change > 0 else ''}{change:.2f}\\\\%"
+    if abs(change) >= 0.01:
+        text = f"\\color{{{_GREEN if change > 0 else _RED}}}{text}"
+    if abs(change) > threshold:
+        text = f"\\textbf{{{text}}}"
+    return f"${text}$"
+
+
+# Markdown punctuation that can start formatting, a link, a code span or a new cell.
+# Underscores only matter at word edges (GFM ignores intraword ``_``), so
+# ``test_sum_range`` stays readable in plain-text notifications.
+_MD_SPECIAL = re.compile(r"([\\`*\[|~])|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])")
+
+
+def escape_markdown(text: Any) -> str:
+    """Make any text safe inside a markdown table cell and unable to ping anyone.
+
+    Backslash-escapes markdown punctuation (``|`` cannot split a cell), turns ``<``,
+    ``>`` and ``&`` into entities (no HTML), breaks ``@mentions`` with a zero-width
+    space and joins lines.
+
+    Example:
+        >>> print(escape_markdown("test_a[b|c]<x>@user `t` *_z_*"))
+        test_a\\[b\\|c]&lt;x&gt;@\u200buser \\`t\\` \\*\\_z\\_\\*
+    """
+    s = str(text).replace("\r", " ").replace("\n", " ")
+    s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    s = _MD_SPECIAL.sub(lambda m: "\\" + m.group(0), s)
+    return s.replace("@", "@\u200b")
+
+
+def _pct(value: float, digits: int = 1) -> str:
+    if not math.isfinite(value):
+        return "-"
+    return f"{value:+.{digits}f}%"
+
+
+def _change(row: BenchmarkChange) -> str:
+    """The median change with how many times slower or faster, e.g. ``-50.0% (2.00× slower)``."""
+    pct = _pct(row.median_change_pct)
+    if not math.isfinite(row.median_change_pct):
+        return pct
+    speed = 1 + row.median_change_pct / 100
+    if speed <= 0:
+        return pct
+    word = "faster" if speed >= 1 else "slower"
+    times = speed if speed >= 1 else 1 / speed
+    return f"{pct} ({times:.2f}× {word})"
+
+
+def _interval(row: BenchmarkChange) -> str:
+    if not (math.isfinite(row.ci_low_pct) and math.isfinite(row.ci_high_pct)):
+        return "-"
+    return f"[{row.ci_low_pct:+.1f}%, {row.ci_high_pct:+.1f}%]"
+
+
+def _q(row: BenchmarkChange) -> str:
+    if math.isfinite(row.q_value):
+        return "<0.001" if row.q_value < 1e-3 else f"{row.q_value:.3f}"
+    return "intervals" if row.method == "intervals" else "-"
+
+
+def _throughput(row: BenchmarkChange) -> str:
+    value = row.head_throughput
+    if not math.isfinite(value):
+        return "-"
+    for scale, prefix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if value >= scale:
+            return f"{value / scale:.2f} {prefix} {row.unit or 'items'}/s"
+    return f"{value:.2f} {row.unit or 'items'}/s"
+
+
+_VERDICT_LABEL = {
+    Verdict.IMPROVED: "improved",
+    Verdict.WORSENED: "**worsened**",
+    Verdict.UNCHANGED: "noise",
+    Verdict.NEW: "new",
+    Verdict.REMOVED: "removed",
+    Verdict.FAILED: "**failed**",
+}
+
+
+# ---------------------------------------------------------------------------- tables
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    """An aligned markdown table (cells padded to the column width, ``---`` at least)."""
+    widths = [max(3, len(h)) for h in header]
+    for row in rows:
+        widths = [max(w, len(c)) for w, c in zip(widths, row)]
+
+    def line(cells: list[str]) -> str:
+        return "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths)) + " |"
+
+    out = [line(header), line(["-" * w for w in widths])]
+    out.extend(line(r) for r in rows)
+    return "\n".join(out)
+
+
+def _seed_name(name: str) -> str:
+    """The name as the seed bot shows it, but unable to split a row, inject HTML or ping.
+
+    Each replacement renders as the original character on GitHub.
+    """
+    for old, new in (("|", "\\|"), ("<", "&lt;"), (">", "&gt;"), ("@", "@\u200b"), ("\n", " ")):
+        name = name.replace(old, new)
+    return name
+
+
+def _seed_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
+    header = ["Name", "Max", "Mean", "Ops"]
+    if comparison.has_base:
+        header += ["Ops on Repo `HEAD`", "Change"]
+    rows = []
+    for r in comparison.rows:
+        name = _seed_name(r.name)
+        if r.verdict is Verdict.REMOVED:
+            cells = [name, "-", "-", "removed"]
+        elif r.verdict is Verdict.FAILED:
+            cells = [name, "-", "-", "failed"]
+        else:
+            cells = [
+                name,
+                format_time(r.head_max),
+                format_time(r.head_mean),
+                format_ops(r.head_ops),
+            ]
+        if comparison.has_base:
+            if r.verdict is Verdict.NEW:
+                cells += ["new" if not math.isfinite(r.base_ops) else format_ops(r.base_ops), "new"]
+            elif r.verdict in (Verdict.REMOVED, Verdict.FAILED):
+                cells += [format_ops(r.base_ops), r.verdict.value]
+            else:
+                cells += [
+                    format_ops(r.base_ops),
+                    seed_change_cell(r.change_pct, comparison.threshold),
+                ]
+        rows.append(cells)
+    return header, rows
+
+
+# --------------------------------------------------------------------------- render
+
+
+@lru_cache(maxsize=1)
+def _environment():
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(_TEMPLATES)),
+        autoescape=False,
+        keep_trailing_newline=False,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    env.filters.update(
+        md=escape_markdown,
+        time=format_time,
+        ops=format_ops,
+        pct=_pct,
+        interval=_interval,
+        change=_change,
+        q=_q,
+        throughput=_throughput,
+        verdict=lambda v: _VERDICT_LABEL[v],
+        plural=_plural,
+    )
+    return env
+
+
+def _sets(comparisons: Comparison | Mapping[str, Comparison]) -> dict[str, Comparison]:
+    if isinstance(comparisons, Comparison):
+        return {"": comparisons}
+    if isinstance(comparisons, Mapping) and comparisons:
+        bad = {k: type(v).__name__ for k, v in comparisons.items() if not isinstance(v, Comparison)}
+        if not bad:
+            return dict(comparisons)
+        raise BenchInputError(
+            f"render_report: expected Comparison values per set, got {bad}; "
+            "build them with rlpace.bench.compare.compare_runs"
+        )
+    raise BenchInputError(
+        f"render_report: expected a Comparison or a non-empty mapping set name → Comparison, "
+        f"got {type(comparisons).__name__}"
+    )
+
+
+def render_report(
+    comparisons: Comparison | Mapping[str, Comparison],
+    *,
+    style: str = "rlpace",
+    title: str = "",
+    max_chars: int = GITHUB_COMMENT_LIMIT,
+) -> str:
+    """Render one or several comparisons as PR-comment markdown.
+
+    Args:
+        comparisons: one :class:`~rlpace.bench.compare.Comparison`, or a mapping set
+            name (``"cpu"``, ``"gpu"``) → comparison; the ``rlpace`` style shows one
+            section per set, the ``seed`` style one table per set.
+        style: ``"rlpace"`` (default) or ``"seed"``.
+        title: the report's heading text.
+        max_chars: the ``rlpace`` style never returns more characters than this
+            (GitHub's comment limit by default): the full tables are truncated first,
+            with a note, then the lists of improvements and regressions.
+
+    Returns:
+        The markdown text (ending without a trailing newline).
+
+    Raises:
+        BenchInputError: an unknown style or something that is not a comparison.
+
+    Example:
+        >>> from rlpace.bench.compare import compare_runs
+        >>> from rlpace.bench.results import results_from_records
+        >>> base = results_from_records([{"fullname": "a", "data": [1.0, 1.01, 0.99] * 5}])
+        >>> head = results_from_records([{"fullname": "a", "data": [2.0, 2.02, 1.98] * 5}])
+        >>> text = render_report({"cpu": compare_runs(head, base)}, title="PR #1")
+        >>> text.splitlines()[0] == REPORT_MARKER
+        True
+        >>> "1 regression" in text
+        True
+    """
+    if style not in STYLES:
+        raise BenchInputError(f"style: expected one of {', '.join(STYLES)}, got {style!r}")
+    sets = _sets(comparisons)
+    if style == "seed":
+        return _render_seed(sets, title)
+    return _render_rlpace(sets, title, max_chars)
+
+
+def _render_seed(sets: dict[str, Comparison], title: str) -> str:
+    template = _environment().get_template("seed.md.j2")
+    parts = []
+    for name, comparison in sets.items():
+        improved, worsened = comparison.threshold_counts()
+        header, rows = _seed_rows(comparison)
+        if worsened:
+            status = (
+                f"$\\color{{{_YELLOW}}}\\textsf{{\\Large ⚠\\kern{{0.2cm}}\\normalsize Warning}}$"
+            )
+        else:
+            status = f"$\\color{{{_GREEN}}}\\textsf{{\\Large ✔\\kern{{0.2cm}}\\normalsize OK}}$"
+        set_title = title if len(sets) == 1 else f"{title} ({SET_TITLES.get(name, name)})".strip()
+        parts.append(
+            template.render(
+                has_base=comparison.has_base,
+                status=status if comparison.has_base else "",
+                title=set_title,
+                total=len(comparison.rows),
+                improved=improved,
+                worsened=worsened,
+                green=_GREEN,
+                red=_RED,
+                table=_table(header, rows),
+            )
+        )
+    return "\n\n".join(parts)
+
+
+def _summary(comparison: Comparison) -> dict[str, Any]:
+    counts = comparison.counts()
+    return {
+        "counts": counts,
+        "regressions": comparison.by_verdict(Verdict.WORSENED),
+        "improvements": comparison.by_verdict(Verdict.IMPROVED),
+        "failed": comparison.by_verdict(Verdict.FAILED),
+    }
+
+
+def _plural(n: int, word: str, plural: str | None = None) -> str:
+    return f"{n} {word if n == 1 else (plural or word + 's')}"
+
+
+def _headline(sets: dict[str, Comparison]) -> str:
+    worsened = sum(c.counts()["worsened"] for c in sets.values())
+    failed = sum(c.counts()["failed"] for c in sets.values())
+    improved = sum(c.counts()["improved"] for c in sets.values())
+    total = sum(c.counts()["total"] for c in sets.values())
+    if not any(c.has_base for c in sets.values()):
+        return f"ℹ️ **No base run to compare against** — {_plural(total, 'benchmark')} measured."
+    if worsened or failed:
+        bits = [_plural(worsened, "regression")] if worsened else []
+        bits += [f"{failed} failed"] if failed else []
+        lead = f"❌ **{' and '.join(bits)}**"
+    else:
+        lead = "✅ **No regressions**"
+    tail = f"{_plural(improved, 'improvement')}, {_plural(total, 'benchmark')} compared"
+    return f"{lead} — {tail}."
+
+
+def _render_rlpace(sets: dict[str, Comparison], title: str, max_chars: int) -> str:
+    template = _environment().get_template("rlpace.md.j2")
+    longest = max(len(c.rows) for c in sets.values())
+    full_limit: int | None = None
+    list_limit: int | None = None
+
+    def render() -> str:
+        sections = []
+        for name, comparison in sets.items():
+            rows = comparison.rows
+            shown = rows if full_limit is None else rows[:full_limit]
+            summary = _summary(comparison)
+            regressions = summary["regressions"]
+            improvements = summary["improvements"]
+            if list_limit is not None:
+                regressions, improvements = regressions[:list_limit], improvements[:list_limit]
+            sections.append(
+                {
+                    "name": SET_TITLES.get(name, name),
+                    "comparison": comparison,
+                    "counts": summary["counts"],
+                    "regressions": regressions,
+                    "regressions_hidden": len(summary["regressions"]) - len(regressions),
+                    "improvements": improvements,
+                    "improvements_hidden": len(summary["improvements"]) - len(improvements),
+                    "failed": summary["failed"],
+                    "rows": shown,
+                    "rows_hidden": len(rows) - len(shown),
+                    "show_throughput": any(math.isfinite(r.items_per_call) for r in rows),
+                }
+            )
+        return template.render(
+            marker=REPORT_MARKER,
+            title=escape_markdown(title) if title else "Benchmark results",
+            headline=_headline(sets),
+            sections=sections,
+            Verdict=Verdict,
+        ).rstrip("\n")
+
+    text = render()
+    if len(text) <= max_chars:
+        return text
+    # Keep the verdict and the regressions; shrink the full tables first (binary
+    # search on rows shown), then the lists, then cut hard as a last resort.
+    low, high = 0, longest
+    while low < high:
+        full_limit = (low + high + 1) // 2
+        if len(render()) <= max_chars:
+            low = full_limit
+        else:
+            high = full_limit - 1
+    full_limit = low
+    text = render()
+    if len(text) <= max_chars:
+        return text
+    longest_list = max(len(c.by_verdict(v)) for c in sets.values() for v in Verdict)
+    low, high = 0, longest_list
+    while low < high:
+        list_limit = (low + high + 1) // 2
+        if len(render()) <= max_chars:
+            low = list_limit
+        else:
+            high = list_limit - 1
+    list_limit = low
+    text = render()
+    if len(text) <= max_chars:
+        return text
+    note = "\n\n_(report cut at GitHub's comment size limit)_"
+    return text[: max(0, max_chars - len(note))] + note

@@ -1,0 +1,262 @@
+"""Run one benchmark set under pytest-benchmark with stable settings.
+
+The settings that make timings comparable are applied here, by the runner, never by
+the cases: one intra-op thread (``torch.set_num_threads(1)`` in the benchmark process,
+done by the suite plugin when ``RLPACE_BENCH_THREADS`` is set, and ``OMP_NUM_THREADS``
+/ ``MKL_NUM_THREADS`` = 1 in its environment), warm-up iterations, the garbage
+collector off while timing, raw samples kept in the JSON file, and a per-case
+timeout. The suite plugin (``tests/benchmarks/conftest.py``) stores the environment
+metadata (:mod:`rlpace.bench.environment`) in the file's ``machine_info``.
+
+Example:
+    >>> settings = RunSettings(max_time=0.05, min_rounds=5)
+    >>> args = pytest_args(set_name="cpu", output=Path("out.json"), settings=settings)
+    >>> "--benchmark-disable-gc" in args and "--benchmark-save-data" in args
+    True
+    >>> env = stable_environ({"OMP_NUM_THREADS": "8"}, settings)
+    >>> env["OMP_NUM_THREADS"], env["RLPACE_BENCH_THREADS"]
+    ('1', '1')
+
+The thread count travels as environment variables rather than a plugin option so that
+a base commit whose suite plugin predates the option still runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from rlpace.bench.environment import MACHINE_INFO_KEY, collect_environment
+from rlpace.bench.errors import BenchInputError
+
+__all__ = ["RunOutcome", "RunSettings", "pytest_args", "run", "stable_environ"]
+
+THREADS_VARIABLE = "RLPACE_BENCH_THREADS"
+"""Read by the suite plugin: ``torch.set_num_threads`` of the benchmark process."""
+
+SUITE_DIR = Path("tests") / "benchmarks"
+"""Where the suite lives, relative to a repository root."""
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """How long and how carefully each case is timed.
+
+    The defaults let the whole CPU set, base and head, run a few times within about
+    fifteen minutes on two cores: a case costs its setup, three warm-up calls and
+    about ``max_time`` seconds of rounds.
+
+    Example:
+        >>> RunSettings().min_rounds >= 5
+        True
+        >>> RunSettings(min_rounds=0)
+        Traceback (most recent call last):
+        ...
+        ValueError: RunSettings.min_rounds: expected an integer >= 1, got 0; pass a valid min_rounds
+    """
+
+    max_time: float = 0.25
+    """Seconds of timed rounds per case (pytest-benchmark's ``--benchmark-max-time``);
+    exceeded only when ``min_rounds`` rounds take longer."""
+    min_rounds: int = 5
+    """Rounds taken even when they exceed ``max_time``."""
+    min_time: float = 0.000_05
+    """Seconds one round lasts at least; fast callables are looped to reach it."""
+    warmup_iterations: int = 3
+    """Untimed calls before timing starts (caches, allocator, lazy initialisation)."""
+    timeout: float = 120.0
+    """Seconds after which one case (setup and timing) is stopped and fails."""
+    threads: int = 1
+    """Intra-op threads: ``torch.set_num_threads`` and ``OMP_NUM_THREADS``/``MKL_NUM_THREADS``."""
+
+    def __post_init__(self) -> None:
+        checks = {
+            "max_time": (self.max_time > 0, "a number > 0"),
+            "min_rounds": (self.min_rounds >= 1, "an integer >= 1"),
+            "min_time": (self.min_time >= 0, "a number >= 0"),
+            "warmup_iterations": (self.warmup_iterations >= 0, "an integer >= 0"),
+            "timeout": (self.timeout > 0, "a number > 0"),
+            "threads": (self.threads >= 1, "an integer >= 1"),
+        }
+        for name, (ok, expected) in checks.items():
+            if not ok:
+                raise ValueError(
+                    f"RunSettings.{name}: expected {expected}, got {getattr(self, name)!r}; "
+                    f"pass a valid {name}"
+                )
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """What one :func:`run` produced.
+
+    Example:
+        >>> RunOutcome(returncode=0, output=Path("cpu.json"), benchmarks=0).ok
+        True
+    """
+
+    returncode: int
+    """pytest's exit status (0: every case passed or skipped)."""
+    output: Path
+    """The pytest-benchmark JSON file (written even when every case skipped; absent
+    only when the run failed before timing anything)."""
+    benchmarks: int
+    """How many timed results the file holds."""
+    log: str = ""
+    """The end of pytest's output when the run was ``quiet`` (to explain a failure)."""
+
+    @property
+    def ok(self) -> bool:
+        """Whether the run succeeded (no case failed or errored)."""
+        return self.returncode == 0
+
+
+def stable_environ(base: Mapping[str, str], settings: RunSettings) -> dict[str, str]:
+    """The benchmark process's environment: ``base`` with the thread variables pinned
+    (``OMP_NUM_THREADS``, ``MKL_NUM_THREADS`` and the plugin's ``RLPACE_BENCH_THREADS``).
+
+    Example:
+        >>> env = stable_environ({"PATH": "/bin"}, RunSettings(threads=2))
+        >>> env["OMP_NUM_THREADS"], env["MKL_NUM_THREADS"], env["PATH"]
+        ('2', '2', '/bin')
+    """
+    env = dict(base)
+    env["OMP_NUM_THREADS"] = str(settings.threads)
+    env["MKL_NUM_THREADS"] = str(settings.threads)
+    env[THREADS_VARIABLE] = str(settings.threads)
+    env.setdefault("PYTHONHASHSEED", "0")
+    return env
+
+
+def pytest_args(
+    *,
+    set_name: str,
+    output: Path,
+    settings: RunSettings,
+    keyword: str | None = None,
+    paths: Sequence[str] = (str(SUITE_DIR),),
+) -> list[str]:
+    """The pytest command-line arguments for one set (after ``python -m pytest``).
+
+    Example:
+        >>> args = pytest_args(set_name="gpu", output=Path("g.json"), settings=RunSettings(),
+        ...                    keyword="rb and not torchrl")
+        >>> args[args.index("-k") + 1], "--rlpace-set=gpu" in args
+        ('rb and not torchrl', True)
+    """
+    if set_name not in ("cpu", "gpu"):
+        raise BenchInputError(
+            f"unknown benchmark set {set_name!r}; expected 'cpu' or 'gpu' (--set cpu|gpu)"
+        )
+    args = [
+        *paths,
+        "--benchmark-only",
+        f"--rlpace-set={set_name}",
+        f"--benchmark-json={output}",
+        "--benchmark-save-data",
+        "--benchmark-disable-gc",
+        "--benchmark-warmup=on",
+        f"--benchmark-warmup-iterations={settings.warmup_iterations}",
+        f"--benchmark-min-rounds={settings.min_rounds}",
+        f"--benchmark-max-time={settings.max_time}",
+        f"--benchmark-min-time={settings.min_time}",
+        "--benchmark-timer=time.perf_counter",
+        f"--timeout={settings.timeout:g}",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "-rs",
+    ]
+    if keyword:
+        args += ["-k", keyword]
+    return args
+
+
+def _write_empty_result(output: Path, root: Path) -> None:
+    """Every case skipped (e.g. the GPU set without CUDA): write a file with no results."""
+    from importlib.metadata import version
+
+    payload = {
+        "machine_info": {MACHINE_INFO_KEY: collect_environment(repo=root)},
+        "commit_info": {},
+        "benchmarks": [],
+        "datetime": datetime.now(UTC).isoformat(),
+        "version": version("pytest-benchmark"),
+    }
+    output.write_text(json.dumps(payload, indent=2))
+
+
+def run(
+    *,
+    set_name: str = "cpu",
+    output: Path | str,
+    keyword: str | None = None,
+    settings: RunSettings = RunSettings(),  # noqa: B008 - frozen, so sharing it is safe
+    root: Path | str = ".",
+    python: str = sys.executable,
+    quiet: bool = False,
+) -> RunOutcome:
+    """Run one benchmark set in a fresh pytest process and save its results.
+
+    Args:
+        set_name: ``"cpu"`` (every case) or ``"gpu"`` (cases with ``gpu=True``, on
+            CUDA; every case skips with a reason, and the run succeeds, without CUDA).
+        output: the pytest-benchmark JSON file to write (raw samples included).
+        keyword: a pytest ``-k`` expression selecting cases.
+        settings: rounds, warm-up, timeout and threads.
+        root: the repository root holding ``tests/benchmarks`` (a base worktree, say).
+        python: the interpreter that runs pytest.
+        quiet: capture pytest's output instead of letting it through.
+
+    Returns:
+        The exit status, the output file and how many results it holds.
+
+    Raises:
+        BenchInputError: when ``root`` has no benchmark suite, or ``-k`` selected nothing.
+
+    Example:
+        >>> outcome = run(set_name="cpu", output="cpu.json", keyword="torch_add")  # doctest: +SKIP
+        >>> outcome.ok, outcome.benchmarks  # doctest: +SKIP
+        (True, 1)
+    """
+    root = Path(root).resolve()
+    if not (root / SUITE_DIR).is_dir():
+        raise BenchInputError(
+            f"expected the benchmark suite at {root / SUITE_DIR}, found no such directory; "
+            "run from the repository root or pass its path"
+        )
+    output = Path(output).resolve()
+    output.parent.mkdir(parents=True, exist_ok=True)
+    if output.exists():
+        output.unlink()
+    args = pytest_args(set_name=set_name, output=output, settings=settings, keyword=keyword)
+    proc = subprocess.run(
+        [python, "-m", "pytest", *args],
+        cwd=root,
+        env=stable_environ(os.environ, settings),
+        capture_output=quiet,
+        text=True,
+        check=False,
+    )
+    tail = (proc.stdout or "")[-4000:] + (proc.stderr or "")[-4000:] if quiet else ""
+    returncode = proc.returncode
+    if returncode == 5:  # pytest: no tests collected
+        if keyword:
+            raise BenchInputError(
+                f"no benchmark case in set {set_name!r} matched -k {keyword!r}; expected at "
+                "least one; check the expression with `pytest tests/benchmarks --collect-only -k`"
+            )
+        print(f"rlpace-bench run: the {set_name} set has no cases here", file=sys.stderr)
+        returncode = 0  # an empty set (a GPU set before any gpu=True case) is not a failure
+    if not output.exists():
+        if returncode != 0:  # failed before any result: nothing to save
+            return RunOutcome(returncode=returncode, output=output, benchmarks=0, log=tail)
+        _write_empty_result(output, root)
+    benchmarks = len(json.loads(output.read_text()).get("benchmarks", []))
+    return RunOutcome(returncode=returncode, output=output, benchmarks=benchmarks, log=tail)

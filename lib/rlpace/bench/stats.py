@@ -1,0 +1,283 @@
+"""Pure statistics of the harness: numpy and scipy only.
+
+Everything here takes plain arrays of per-round times (seconds) and returns plain
+numbers, so it can be tested against distributions with known answers and reused by
+the loader (summaries), the run merger and the comparator (tests, intervals, false
+discovery control).
+
+Example:
+    >>> import numpy as np
+    >>> summary = summarize([1.0, 2.0, 3.0, 4.0])
+    >>> summary["mean"], summary["median"], summary["rounds"]
+    (2.5, 2.5, 4)
+    >>> benjamini_hochberg([0.01, 0.04, 0.03]).round(3).tolist()
+    [0.03, 0.04, 0.04]
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+from scipy import stats as _sp
+
+__all__ = [
+    "benjamini_hochberg",
+    "bootstrap_ratio_ci",
+    "mann_whitney_p",
+    "median_interval",
+    "minimal_detectable_change",
+    "robust_relative_spread",
+    "summarize",
+]
+
+
+def _as_samples(samples: Sequence[float] | np.ndarray) -> np.ndarray:
+    arr = np.asarray(samples, dtype=float).ravel()
+    return arr[np.isfinite(arr)]
+
+
+def summarize(samples: Sequence[float] | np.ndarray) -> dict[str, float | int]:
+    """Summary statistics of per-round times, named as pytest-benchmark names them.
+
+    Non-finite samples are dropped. ``ops`` is ``1 / mean`` (``inf`` for a zero mean);
+    an empty input gives NaN statistics and ``rounds == 0``.
+
+    Args:
+        samples: per-round times in seconds.
+
+    Returns:
+        A dict with ``min``, ``max``, ``mean``, ``stddev`` (sample, ``ddof=1``; 0 for
+        one sample), ``median``, ``iqr``, ``q1``, ``q3``, ``ops`` and ``rounds``.
+
+    Example:
+        >>> s = summarize([0.5, 0.5, 1.0, 2.0])
+        >>> s["min"], s["max"], s["ops"]
+        (0.5, 2.0, 1.0)
+        >>> summarize([])["rounds"]
+        0
+    """
+    arr = _as_samples(samples)
+    n = int(arr.size)
+    if n == 0:
+        nan = float("nan")
+        keys = ("min", "max", "mean", "stddev", "median", "iqr", "q1", "q3", "ops")
+        return {**dict.fromkeys(keys, nan), "rounds": 0}
+    q1, median, q3 = (float(v) for v in np.percentile(arr, [25, 50, 75]))
+    mean = float(arr.mean())
+    return {
+        "min": float(arr.min()),
+        "max": float(arr.max()),
+        "mean": mean,
+        "stddev": float(arr.std(ddof=1)) if n > 1 else 0.0,
+        "median": median,
+        "iqr": q3 - q1,
+        "q1": q1,
+        "q3": q3,
+        "ops": (1.0 / mean) if mean > 0 else float("inf") if mean == 0 else float("nan"),
+        "rounds": n,
+    }
+
+
+def median_interval(median: float, iqr: float, rounds: int) -> tuple[float, float]:
+    """An approximate 95% interval for a median from summary statistics only.
+
+    This is the notch of a box plot (``median ± 1.57·IQR/√n``, McGill et al. 1978):
+    two medians whose notches do not overlap differ at roughly the 5% level. It is the
+    comparator's fallback when raw samples were not saved.
+
+    Example:
+        >>> median_interval(10.0, 2.0, 100)
+        (9.686, 10.314)
+        >>> median_interval(10.0, float("nan"), 100)
+        (nan, nan)
+    """
+    if not (rounds and rounds > 0) or not math.isfinite(iqr) or not math.isfinite(median):
+        return (float("nan"), float("nan"))
+    half = 1.57 * iqr / math.sqrt(rounds)
+    return (round(median - half, 12), round(median + half, 12))
+
+
+def robust_relative_spread(samples: Sequence[float] | np.ndarray) -> float:
+    """The spread of samples relative to their median: ``IQR / 1.349 / median``.
+
+    ``IQR / 1.349`` estimates the standard deviation of a normal distribution while
+    ignoring the slow outliers timing data always has. NaN for fewer than two samples
+    or a zero median.
+
+    Example:
+        >>> round(robust_relative_spread([8.0, 9.0, 10.0, 11.0, 12.0]), 4)
+        0.1483
+    """
+    arr = _as_samples(samples)
+    if arr.size < 2:
+        return float("nan")
+    q1, med, q3 = np.percentile(arr, [25, 50, 75])
+    if med <= 0:
+        return float("nan")
+    return float((q3 - q1) / 1.349 / med)
+
+
+def mann_whitney_p(head: Sequence[float], base: Sequence[float]) -> float:
+    """Two-sided Mann–Whitney U p-value that ``head`` and ``base`` share a distribution.
+
+    NaN when either side has fewer than two finite samples; 1.0 when all samples are
+    identical (no evidence of a difference).
+
+    Example:
+        >>> round(mann_whitney_p([1, 2, 3, 4, 5], [6, 7, 8, 9, 10]), 4)
+        0.0079
+        >>> mann_whitney_p([1.0], [2.0, 3.0])
+        nan
+    """
+    a, b = _as_samples(head), _as_samples(base)
+    if a.size < 2 or b.size < 2:
+        return float("nan")
+    if np.all(a == a[0]) and np.all(b == a[0]):
+        return 1.0
+    return float(_sp.mannwhitneyu(a, b, alternative="two-sided").pvalue)
+
+
+#: Up to this many samples, bootstrap medians come from plain resampling; above, from
+#: the exact distribution of the resampled median (same answer, bounded cost).
+EXACT_BOOTSTRAP_ABOVE = 100
+
+
+def _bootstrap_medians(x: np.ndarray, n_resamples: int, rng: np.random.Generator) -> np.ndarray:
+    """Medians of ``n_resamples`` bootstrap resamples of ``x``.
+
+    Small samples are resampled directly. For large
+    ones the median is drawn from its exact bootstrap distribution: a resample's
+    ``m``-th order statistic is at most ``x_(k)`` exactly when at least ``m`` of its
+    ``n`` draws fall on ``x_(1..k)``, so ``P = P(Binomial(n, k/n) >= m)`` (Efron
+    1979); inverting that CDF costs O(n) instead of O(n) per replicate. For even ``n``
+    the two middle order statistics share their uniforms and are averaged, which is
+    indistinguishable from resampling at these sizes.
+    """
+    xs = np.sort(x)
+    n = xs.size
+    if n <= EXACT_BOOTSTRAP_ABOVE:
+        return np.median(xs[rng.integers(0, n, size=(n_resamples, n))], axis=1)
+    k = np.arange(1, n + 1)
+    draws = rng.random(n_resamples)
+
+    def order_stat(m: int) -> np.ndarray:
+        cdf = _sp.binom.sf(m - 1, n, k / n)
+        idx = np.searchsorted(cdf, draws, side="left")
+        return xs[np.minimum(idx, n - 1)]
+
+    if n % 2:
+        return order_stat((n + 1) // 2)
+    return (order_stat(n // 2) + order_stat(n // 2 + 1)) / 2
+
+
+def bootstrap_ratio_ci(
+    head: Sequence[float],
+    base: Sequence[float],
+    *,
+    confidence: float = 0.95,
+    n_resamples: int = 2_000,
+    seed: int = 0,
+) -> tuple[float, float, float]:
+    """Percentile-bootstrap interval for ``median(head) / median(base)``.
+
+    Both sides are resampled independently with a fixed ``seed`` (reproducible).
+    Each resample's median is drawn from its exact bootstrap distribution, so the
+    cost does not grow with the number of rounds times replicates.
+
+    Args:
+        head: per-round times of the new run.
+        base: per-round times of the reference run.
+        confidence: two-sided coverage of the interval.
+        n_resamples: bootstrap replicates.
+        seed: seed of the resampling generator.
+
+    Returns:
+        ``(ratio, low, high)``; all NaN when a side has no finite samples or a zero
+        median.
+
+    Example:
+        >>> ratio, low, high = bootstrap_ratio_ci([2.0, 2.1, 1.9, 2.0], [1.0, 1.05, 0.95, 1.0])
+        >>> ratio, low <= ratio <= high
+        (2.0, True)
+    """
+    a, b = _as_samples(head), _as_samples(base)
+    nan3 = (float("nan"),) * 3
+    if a.size == 0 or b.size == 0:
+        return nan3
+    med_a, med_b = float(np.median(a)), float(np.median(b))
+    if med_b <= 0 or med_a < 0:
+        return nan3
+    rng = np.random.default_rng(seed)
+    boot_a = _bootstrap_medians(a, n_resamples, rng)
+    boot_b = _bootstrap_medians(b, n_resamples, rng)
+    ok = boot_b > 0
+    ratios = boot_a[ok] / boot_b[ok]
+    if ratios.size == 0:
+        return nan3
+    tail = (1.0 - confidence) / 2 * 100
+    low, high = np.percentile(ratios, [tail, 100 - tail])
+    return (med_a / med_b, float(low), float(high))
+
+
+def minimal_detectable_change(
+    head: Sequence[float],
+    base: Sequence[float],
+    *,
+    alpha: float = 0.05,
+    power: float = 0.8,
+) -> float:
+    """Smallest relative change (in %) detectable with ``power`` at level ``alpha``.
+
+    From the samples' own noise: ``(z₁₋α/2 + z_power) · √(σ_h²/n_h + σ_b²/n_b) /
+    median(base)``, with each σ estimated robustly as ``IQR / 1.349``. A change below
+    this is indistinguishable from noise with the rounds that were run.
+
+    Example:
+        >>> rng = np.random.default_rng(0)
+        >>> noisy = 1 + 0.1 * rng.standard_normal(100)
+        >>> round(minimal_detectable_change(noisy, noisy), 1)
+        4.0
+        >>> minimal_detectable_change([1.0], [1.0])
+        nan
+    """
+    a, b = _as_samples(head), _as_samples(base)
+    if a.size < 2 or b.size < 2:
+        return float("nan")
+    med_b = float(np.median(b))
+    if med_b <= 0:
+        return float("nan")
+
+    def sigma(x: np.ndarray) -> float:
+        q1, q3 = np.percentile(x, [25, 75])
+        return float((q3 - q1) / 1.349)
+
+    z = _sp.norm.ppf(1 - alpha / 2) + _sp.norm.ppf(power)
+    se = math.sqrt(sigma(a) ** 2 / a.size + sigma(b) ** 2 / b.size)
+    return float(z * se / med_b * 100)
+
+
+def benjamini_hochberg(p_values: Sequence[float] | np.ndarray) -> np.ndarray:
+    """Benjamini–Hochberg q-values (false discovery rate adjusted p-values).
+
+    NaN p-values (benchmarks without a test) stay NaN and do not count as tests.
+
+    Example:
+        >>> benjamini_hochberg([0.01, float("nan"), 0.02, 0.5]).round(3).tolist()
+        [0.03, nan, 0.03, 0.5]
+    """
+    p = np.asarray(p_values, dtype=float)
+    q = np.full(p.shape, np.nan)
+    ok = np.isfinite(p)
+    m = int(ok.sum())
+    if m == 0:
+        return q
+    pv = p[ok]
+    order = np.argsort(pv)
+    ranked = pv[order] * m / np.arange(1, m + 1)
+    ranked = np.minimum.accumulate(ranked[::-1])[::-1]
+    out = np.empty(m)
+    out[order] = np.clip(ranked, 0.0, 1.0)
+    q[ok] = out
+    return q

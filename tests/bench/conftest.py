@@ -1,0 +1,47 @@
+"""Shared fixtures of the harness tests: paths to the real result files."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@pytest.fixture
+def fixtures_dir() -> Path:
+    return FIXTURES
+
+
+@pytest.fixture
+def pb_base() -> Path:
+    """pytest-benchmark 5 JSON with raw per-round data (the base side)."""
+    return FIXTURES / "pb5_base.json"
+
+
+@pytest.fixture
+def pb_head() -> Path:
+    """pytest-benchmark 5 JSON with raw per-round data (the head side)."""
+    return FIXTURES / "pb5_head.json"
+
+
+@pytest.fixture
+def asv_base() -> Path:
+    return FIXTURES / "asv" / "results" / "fixture-box" / "aaaaaaaa-existing-py_venv.json"
+
+
+@pytest.fixture
+def asv_head() -> Path:
+    return FIXTURES / "asv" / "results" / "fixture-box" / "bbbbbbbb-existing-py_venv.json"
+
+
+@pytest.fixture
+def write_json(tmp_path):
+    """Write a JSON document (or raw text) to a temporary file and return its path."""
+
+    def write(doc, name="run.json"):
+        path = tmp_path / name
+        path.write_text(doc if isinstance(doc, str) else json.dumps(doc), encoding="utf-8")
+        return path
+
+    return write

@@ -1,0 +1,132 @@
+"""The asv adapter: every case of the suite as an asv class, skips as NotImplementedError."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+ASV_DIR = ROOT / "asv_bench"
+
+CASES = """
+from rlpace.bench.suite import SkipCase, Timed, case
+
+CALLS = []
+TEARDOWNS = []
+
+
+@case(params={"impl": ["rlpace", "torchrl"], "n": [2, 3]})
+def test_counted(impl, n):
+    if impl == "torchrl" and n == 3:
+        raise SkipCase("no torchrl twin for n=3")
+    return Timed(lambda: CALLS.append((impl, n)), teardown=lambda: TEARDOWNS.append((impl, n)))
+
+
+@case(params={"n": [4]}, gpu=True)
+def test_device(n, device):
+    return lambda: CALLS.append((n, device))
+"""
+
+BROKEN = "import rlpace.no_such_module_at_this_commit\n"
+
+
+def _purge():
+    for name in list(sys.modules):
+        if name == "benchmarks" or name.startswith(("benchmarks.", "rlpace_suite_cases")):
+            del sys.modules[name]
+
+
+@pytest.fixture
+def adapter(tmp_path, monkeypatch, capsys):
+    """Import asv_bench/benchmarks against a throwaway suite directory."""
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "test_cases.py").write_text(CASES)
+    (suite / "test_broken.py").write_text(BROKEN)
+    monkeypatch.setenv("RLPACE_SUITE_DIR", str(suite))
+    monkeypatch.syspath_prepend(str(ASV_DIR))
+    _purge()
+    threads = torch.get_num_threads()
+    cpu, gpu = importlib.import_module("benchmarks.cpu"), importlib.import_module("benchmarks.gpu")
+    yield cpu, gpu, capsys.readouterr().err
+    _purge()
+    torch.set_num_threads(threads)  # setup pins one thread; give the session its own back
+
+
+def test_every_case_becomes_a_class_with_asv_params(adapter):
+    cpu, gpu, err = adapter
+    cls = cpu.test_counted
+    assert cls.param_names == ["impl", "n"]
+    assert cls.params == [["rlpace", "torchrl"], [2, 3]]
+    assert cpu.test_device.param_names == ["n", "device"]
+    assert cpu.test_device.params == [[4], ["cpu"]]
+    # the GPU set holds only gpu=True cases, on cuda
+    assert not hasattr(gpu, "test_counted")
+    assert gpu.test_device.params == [[4], ["cuda"]]
+    assert hasattr(gpu.test_device, "track_peak_cuda_memory")
+    # asv's version follows each case's own body, not the shared generated method
+    assert cls.version != cpu.test_device.version
+    assert cpu.test_device.version == gpu.test_device.version
+    # a module that cannot import (an older commit's rlpace) is left out, loudly
+    assert "skipped case module test_broken.py: ModuleNotFoundError" in err
+
+
+def test_setup_time_teardown_call_the_case_body(adapter):
+    cpu, _, _ = adapter
+    cases_module = sys.modules["rlpace_suite_cases.test_cases"]
+    bench = cpu.test_counted()
+    bench.setup("rlpace", 2)
+    bench.time_case("rlpace", 2)
+    bench.time_case("rlpace", 2)
+    bench.teardown("rlpace", 2)
+    assert cases_module.CALLS == [("rlpace", 2), ("rlpace", 2)]
+    assert cases_module.TEARDOWNS == [("rlpace", 2)]
+    assert torch.get_num_threads() == 1  # setup applies the stable thread setting
+
+
+def test_skip_case_becomes_asv_skip(adapter):
+    cpu, _, _ = adapter
+    with pytest.raises(NotImplementedError, match="no torchrl twin for n=3"):
+        cpu.test_counted().setup("torchrl", 3)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the behaviour without CUDA")
+def test_gpu_class_skips_without_cuda(adapter):
+    _, gpu, _ = adapter
+    with pytest.raises(NotImplementedError, match="no CUDA device"):
+        gpu.test_device().setup(4, "cuda")
+
+
+def test_asv_discovers_the_real_suite_in_both_sets():
+    """asv's own discovery, in a fresh process, on the repository's real cases."""
+    code = (
+        "import json, sys\n"
+        "from asv_runner.discovery import disc_benchmarks\n"
+        "sys.path.insert(0, '.')\n"
+        "print(json.dumps({b.name: b.param_names for b in disc_benchmarks('benchmarks')}))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ASV_DIR, capture_output=True, text=True, check=True
+    )
+    found = json.loads(out.stdout.strip().splitlines()[-1])
+    from rlpace.bench.suite import Case
+
+    cases: dict[str, Case] = {}
+    for path in sorted((ROOT / "tests" / "benchmarks").glob("test_*.py")):
+        spec = importlib.util.spec_from_file_location(f"_adapter_check_{path.stem}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        for value in vars(module).values():
+            c = getattr(value, "__rlpace_case__", None)
+            if c is not None:
+                cases[c.name] = c
+    assert cases, "the suite declares no case"
+    for name, c in cases.items():
+        assert found[f"cpu.{name}.time_case"] == list(c.param_names)
+        assert (f"gpu.{name}.time_case" in found) == c.gpu

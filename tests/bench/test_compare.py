@@ -1,0 +1,287 @@
+"""The comparator: typed verdicts from synthetic samples with known truth and real files."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from rlpace.bench.compare import BenchmarkChange, Comparison, Verdict, compare_runs
+from rlpace.bench.errors import BenchInputError
+from rlpace.bench.results import load_results, results_from_records
+
+FLAGGED = {Verdict.IMPROVED, Verdict.WORSENED}
+
+
+def runs(samples_by_name, **extra):
+    return results_from_records(
+        [{"fullname": name, "data": list(data), **extra} for name, data in samples_by_name.items()]
+    )
+
+
+def timing(rng, n, *, center=1e-3, spread=0.05, outliers=0.05):
+    """Lognormal timing noise with occasional slow outliers, like real rounds."""
+    x = center * rng.lognormal(0, spread, n)
+    slow = rng.random(n) < outliers
+    x[slow] *= 1 + rng.exponential(0.5, slow.sum())
+    return x
+
+
+def test_same_distribution_is_never_flagged_across_many_benchmarks_and_seeds():
+    for seed in range(3):
+        rng = np.random.default_rng(seed)
+        base = {f"b{i}": timing(rng, int(rng.integers(10, 120))) for i in range(120)}
+        head = {f"b{i}": timing(rng, int(rng.integers(10, 120))) for i in range(120)}
+        comparison = compare_runs(runs(head), runs(base))
+        flagged = [r.fullname for r in comparison.rows if r.verdict in FLAGGED]
+        assert flagged == [], f"seed {seed}: noise flagged as change: {flagged}"
+
+
+def test_changes_smaller_than_their_noise_are_not_flagged():
+    # 8% slower, but 30% spread and few rounds: the change is inside its own noise
+    unchanged = 0
+    for seed in range(50):
+        rng = np.random.default_rng(seed)
+        base = timing(rng, 8, spread=0.3)
+        head = 1.08 * timing(rng, 8, spread=0.3)
+        row = compare_runs(runs({"a": head}), runs({"a": base})).rows[0]
+        assert row.noise_pct > 5
+        if row.verdict in FLAGGED:
+            # a draw whose *measured* change beat its measured noise; never one below it
+            assert abs(row.median_change_pct) > max(row.noise_pct, 5.0), (seed, row)
+        unchanged += row.verdict is Verdict.UNCHANGED
+    assert unchanged >= 45
+
+
+def test_changes_below_the_threshold_are_not_flagged_even_when_certain():
+    rng = np.random.default_rng(7)
+    base = timing(rng, 2000, spread=0.001, outliers=0)
+    head = 1.03 * timing(rng, 2000, spread=0.001, outliers=0)
+    row = compare_runs(runs({"a": head}), runs({"a": base})).rows[0]
+    assert row.q_value < 1e-10
+    assert row.verdict is Verdict.UNCHANGED
+    assert row.median_change_pct == pytest.approx(-100 * (1 - 1 / 1.03), abs=0.2)
+    flagged = compare_runs(runs({"a": head}), runs({"a": base}), threshold=2.0).rows[0]
+    assert flagged.verdict is Verdict.WORSENED
+
+
+@pytest.mark.parametrize(("factor", "verdict"), [(1.25, Verdict.WORSENED), (0.8, Verdict.IMPROVED)])
+def test_real_shifts_are_flagged_for_every_seed(factor, verdict):
+    for seed in range(30):
+        rng = np.random.default_rng(100 + seed)
+        base = timing(rng, 40)
+        head = factor * timing(rng, 40)
+        row = compare_runs(runs({"a": head}), runs({"a": base})).rows[0]
+        assert row.verdict is verdict, (seed, row)
+        expected = (1 / factor - 1) * 100
+        assert row.ci_low_pct <= row.median_change_pct <= row.ci_high_pct
+        assert row.ci_low_pct - 3 < expected < row.ci_high_pct + 3
+        assert abs(row.median_change_pct) > row.noise_pct
+        assert row.mdc_pct < abs(expected)
+
+
+def test_change_pct_is_ops_based_like_the_seed_bot():
+    base = runs({"a": [1.0, 1.0, 1.0, 4.0]})  # mean 1.75
+    head = runs({"a": [2.0, 2.0, 2.0, 2.0]})  # mean 2.0
+    row = compare_runs(head, base).rows[0]
+    assert row.base_ops == pytest.approx(1 / 1.75)
+    assert row.change_pct == pytest.approx((1 / 2.0 - 1 / 1.75) / (1 / 1.75) * 100)
+    assert row.median_change_pct == pytest.approx(-50.0)
+
+
+def test_benjamini_hochberg_controls_many_borderline_tests():
+    # 100 benchmarks each shifted by 6% with heavy noise: raw p-values near 0.05 are
+    # not enough once corrected for the number of tests
+    rng = np.random.default_rng(11)
+    base = {f"b{i}": timing(rng, 12, spread=0.15) for i in range(100)}
+    head = {f"b{i}": timing(rng, 12, spread=0.15) for i in range(100)}
+    comparison = compare_runs(runs(head), runs(base), threshold=0.0)
+    p = np.array([r.p_value for r in comparison.rows])
+    q = np.array([r.q_value for r in comparison.rows])
+    assert (q >= p - 1e-12).all()
+    assert not any(r.verdict in FLAGGED for r in comparison.rows)
+
+
+def test_calibrated_noise_widens_the_decision():
+    rng = np.random.default_rng(12)
+    base = timing(rng, 60, spread=0.02, outliers=0)
+    head = 1.12 * timing(rng, 60, spread=0.02, outliers=0)
+    plain = compare_runs(runs({"a": head}), runs({"a": base})).rows[0]
+    assert plain.verdict is Verdict.WORSENED
+    calibrated = compare_runs(runs({"a": head}), runs({"a": base}), noise={"a": 0.15}).rows[0]
+    assert calibrated.noise_pct == pytest.approx(15.0)
+    assert calibrated.verdict is Verdict.UNCHANGED
+
+
+def test_noise_given_in_percent_is_refused():
+    df = runs({"a": [1.0, 2.0, 3.0]})
+    with pytest.raises(BenchInputError, match=r"noise\['a'\] = 3.*fraction"):
+        compare_runs(df, df, noise={"a": 3})
+    with pytest.raises(BenchInputError, match="threshold"):
+        compare_runs(df, df, threshold=-1)
+    with pytest.raises(BenchInputError, match="alpha"):
+        compare_runs(df, df, alpha=1.5)
+
+
+def summary_row(name, median, iqr, rounds=50, **kw):
+    return {"fullname": name, "mean": median, "median": median, "iqr": iqr, "rounds": rounds, **kw}
+
+
+def test_summary_only_falls_back_to_non_overlapping_intervals():
+    base = results_from_records([summary_row("far", 1.0, 0.05), summary_row("near", 1.0, 0.5)])
+    head = results_from_records([summary_row("far", 1.3, 0.05), summary_row("near", 1.1, 0.5)])
+    rows = {r.fullname: r for r in compare_runs(head, base).rows}
+    assert rows["far"].method == "intervals"
+    assert rows["far"].verdict is Verdict.WORSENED
+    assert math.isnan(rows["far"].p_value)
+    # 10% slower but the notches (±1.57·0.5/√50 ≈ ±11%) overlap: noise
+    assert rows["near"].verdict is Verdict.UNCHANGED
+    assert rows["near"].noise_pct > abs(rows["near"].median_change_pct)
+
+
+def test_summary_without_any_spread_is_never_flagged():
+    base = results_from_records([{"fullname": "a", "mean": 1.0, "median": 1.0}])
+    head = results_from_records([{"fullname": "a", "mean": 2.0, "median": 2.0}])
+    row = compare_runs(head, base).rows[0]
+    assert row.verdict is Verdict.UNCHANGED
+    assert row.method == "none"
+    assert "noise" in row.note
+    assert row.change_pct == pytest.approx(-50.0)
+
+
+def test_new_removed_failed_and_order():
+    base = results_from_records(
+        [
+            {"fullname": "kept", "data": [1.0, 1.1, 0.9]},
+            {"fullname": "gone", "data": [1.0, 1.1, 0.9]},
+            {"fullname": "breaks", "data": [1.0, 1.1, 0.9]},
+            {"fullname": "was_broken", "status": "failed"},
+        ]
+    )
+    head = results_from_records(
+        [
+            {"fullname": "fresh", "data": [1.0, 1.1, 0.9]},
+            {"fullname": "breaks", "status": "failed"},
+            {"fullname": "kept", "data": [1.0, 1.1, 0.9]},
+            {"fullname": "was_broken", "data": [1.0, 1.1, 0.9]},
+        ]
+    )
+    comparison = compare_runs(head, base)
+    assert [(r.fullname, r.verdict) for r in comparison.rows] == [
+        ("fresh", Verdict.NEW),
+        ("breaks", Verdict.FAILED),
+        ("kept", Verdict.UNCHANGED),
+        ("was_broken", Verdict.NEW),
+        ("gone", Verdict.REMOVED),
+    ]
+    rows = {r.fullname: r for r in comparison.rows}
+    assert rows["breaks"].base_mean == pytest.approx(1.0)
+    assert "failed in base" in rows["was_broken"].note
+    assert rows["gone"].base_mean == pytest.approx(1.0)
+    assert math.isnan(rows["gone"].head_mean)
+    counts = comparison.counts()
+    assert counts == {
+        "improved": 0,
+        "worsened": 0,
+        "unchanged": 1,
+        "new": 2,
+        "removed": 1,
+        "failed": 1,
+        "total": 5,
+    }
+    assert not comparison.worsened
+
+
+def test_zero_and_nan_times_do_not_crash_or_flag():
+    base = results_from_records(
+        [
+            {"fullname": "zero", "data": [0.0, 0.0, 0.0]},
+            {"fullname": "nan_base", "mean": float("nan"), "median": 1.0},
+            {"fullname": "nan_head", "data": [1.0, 1.0, 1.0]},
+        ]
+    )
+    head = results_from_records(
+        [
+            {"fullname": "zero", "data": [1.0, 1.0, 1.0]},
+            {"fullname": "nan_base", "data": [1.0, 1.0, 1.0]},
+            {"fullname": "nan_head", "data": [float("nan")] * 3},
+        ]
+    )
+    rows = {r.fullname: r for r in compare_runs(head, base).rows}
+    assert rows["zero"].verdict is Verdict.UNCHANGED
+    assert "zero" in rows["zero"].note
+    assert math.isnan(rows["zero"].change_pct)
+    assert rows["nan_base"].verdict is Verdict.NEW  # a NaN mean is a failed base
+    assert rows["nan_head"].verdict is Verdict.FAILED
+
+
+def test_without_base_everything_is_new():
+    comparison = compare_runs(runs({"a": [1.0, 2.0], "b": [2.0, 3.0]}))
+    assert not comparison.has_base
+    assert {r.verdict for r in comparison.rows} == {Verdict.NEW}
+    assert all(r.note == "" for r in comparison.rows)
+
+
+def test_higher_is_better_metrics_flip_the_direction():
+    rng = np.random.default_rng(5)
+    base = runs({"track_fps": timing(rng, 40)}, higher_is_better=True)
+    head = runs({"track_fps": 1.5 * timing(rng, 40)}, higher_is_better=True)
+    row = compare_runs(head, base).rows[0]
+    assert row.verdict is Verdict.IMPROVED
+    assert row.change_pct > 40
+    assert row.median_change_pct > 40
+
+
+def test_real_fixture_files(pb_head, pb_base):
+    comparison = compare_runs(load_results(pb_head), load_results(pb_base))
+    rows = {r.name: r for r in comparison.rows}
+    assert rows["test_slower_in_head"].verdict is Verdict.WORSENED
+    assert rows["test_faster_in_head"].verdict is Verdict.IMPROVED
+    assert rows["test_added_in_head"].verdict is Verdict.NEW
+    assert rows["test_removed_in_head"].verdict is Verdict.REMOVED
+    assert comparison.rows[-1].name == "test_removed_in_head"
+    assert rows["test_sum_range[rlpace-100]"].items_per_call == 100
+    assert rows["test_sum_range[rlpace-100]"].head_throughput > 0
+    assert comparison.worsened
+
+
+def test_real_asv_fixture_files(asv_head, asv_base):
+    comparison = compare_runs(load_results(asv_head), load_results(asv_base))
+    rows = {r.fullname: r for r in comparison.rows}
+    assert rows["bench_work.TimeBroken.time_raises"].verdict is Verdict.FAILED
+    assert rows["bench_work.TimeSum.time_sum('torchrl', 1000)"].verdict is Verdict.FAILED
+    assert rows["bench_work.TimeWork.time_loop"].change_pct < 0
+
+
+def test_to_dict_is_json_and_versioned(pb_head, pb_base):
+    comparison = compare_runs(load_results(pb_head), load_results(pb_base))
+    d = comparison.to_dict()
+    text = json.dumps(d, allow_nan=False)
+    back = json.loads(text)
+    assert back["format"] == "rlpace-comparison"
+    assert back["version"] == 1
+    assert back["counts"] == comparison.counts()
+    assert len(back["rows"]) == len(comparison.rows)
+    assert back["head"]["source"] == str(pb_head)
+
+
+def test_threshold_counts_are_strict():
+    rows = tuple(
+        BenchmarkChange(str(c), str(c), Verdict.UNCHANGED, change_pct=c)
+        for c in (5.0, 5.0001, -5.0, -5.01, float("nan"))
+    )
+    assert Comparison(rows=rows, threshold=5.0).threshold_counts() == (1, 1)
+
+
+def test_comparison_is_frozen():
+    comparison = Comparison(rows=())
+    with pytest.raises(AttributeError):
+        comparison.threshold = 1.0  # type: ignore[misc]
+
+
+def test_duplicate_benchmarks_in_one_run_are_refused():
+    twice = results_from_records(
+        [{"fullname": "a", "data": [1.0]}, {"fullname": "a", "data": [2.0]}]
+    )
+    with pytest.raises(BenchInputError, match="head run .*'a' appears more than once.*merge_runs"):
+        compare_runs(twice)

@@ -1,0 +1,149 @@
+"""History of asv results: series per benchmark, step changes, trend plots, the command."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from rlpace.bench.cli import main
+from rlpace.bench.errors import BenchInputError
+from rlpace.bench.history import (
+    Series,
+    asv_paths,
+    detect_step_changes,
+    history,
+    load_asv_series,
+    plot_series,
+)
+
+LOOP = "bench_work.TimeWork.time_loop"
+SUM = "bench_work.TimeSum.time_sum"
+
+
+def _commit(i: int) -> str:
+    return f"{i:x}" * 40
+
+
+@pytest.fixture
+def asv_results(tmp_path, asv_base) -> tuple[Path, list[str]]:
+    """Five commits of asv results, built from a real asv file: time_loop triples at the
+    fourth commit; time_sum stays flat (one combination always skipped)."""
+    template = json.loads(asv_base.read_text())
+    machine = tmp_path / "results" / "fixture-box"
+    machine.mkdir(parents=True)
+    (machine / "machine.json").write_text(json.dumps({"machine": "fixture-box", "version": 1}))
+    commits = []
+    # written newest first, to check that the series is ordered by commit, not file order
+    for i, scale in reversed(list(enumerate([1.0, 1.02, 0.98, 3.0, 3.05]))):
+        doc = json.loads(json.dumps(template))
+        doc["commit_hash"] = _commit(i + 1)
+        doc["date"] = 1_764_403_200_000 + i * 86_400_000
+        loop = doc["results"][LOOP]
+        loop[0] = [6e-05 * scale]
+        loop[11] = None  # drop raw samples; the history reads the result value
+        (machine / f"{_commit(i + 1)[:8]}-existing-py_venv.json").write_text(json.dumps(doc))
+        commits.insert(0, _commit(i + 1))
+    return tmp_path / "results", commits
+
+
+def test_series_per_benchmark_and_parameters_in_commit_order(asv_results):
+    results, commits = asv_results
+    series = {s.benchmark: s for s in load_asv_series(results)}
+    assert set(series) == {
+        LOOP,
+        f"{SUM}('rlpace', 100)",
+        f"{SUM}('rlpace', 1000)",
+        f"{SUM}('torchrl', 100)",
+        f"{SUM}('torchrl', 1000)",
+        "bench_work.TimeBroken.time_raises",
+    }
+    loop = series[LOOP]
+    assert loop.commits == tuple(commits)  # by date when no git order is given
+    assert loop.machine == "fixture-box" and loop.env == "existing-py_venv"
+    assert loop.values[3] == pytest.approx(3 * 6e-05)
+    assert all(math.isnan(v) for v in series[f"{SUM}('torchrl', 1000)"].values)
+    # an explicit commit order wins over dates
+    reordered = list(reversed(commits))
+    (loop_r,) = [s for s in load_asv_series(results, commit_order=reordered) if s.benchmark == LOOP]
+    assert loop_r.commits == tuple(reordered)
+
+
+def test_step_names_the_first_commit_at_the_new_level(asv_results):
+    results, commits = asv_results
+    (loop,) = [s for s in load_asv_series(results) if s.benchmark == LOOP]
+    (change,) = detect_step_changes(loop)
+    assert change.first_commit == commits[3] and change.previous_commit == commits[2]
+    assert change.kind == "regression" and change.ratio == pytest.approx(3.0, rel=0.05)
+
+
+def test_flat_noisy_and_missing_series_have_no_step():
+    flat = Series(
+        "b", "m", "e", tuple("abcdef"), tuple(range(6)), (1, 1.04, 0.97, 1.02, 0.99, 1.03)
+    )
+    assert detect_step_changes(flat) == []
+    one = Series("b", "m", "e", ("a", "b"), (0, 1), (1.0, math.nan))
+    assert detect_step_changes(one) == []
+
+
+def test_improvement_after_a_gap_is_named_by_its_first_measured_commit():
+    s = Series("b", "m", "e", tuple("abcdef"), tuple(range(6)), (2, 2.02, math.nan, 1, 1.01, 0.99))
+    (change,) = detect_step_changes(s)
+    assert change.kind == "improvement" and change.first_commit == "d"
+    assert change.previous_commit == "b"
+
+
+def test_threshold_filters_small_steps():
+    s = Series("b", "m", "e", tuple("abcdef"), tuple(range(6)), (1, 1, 1, 1.3, 1.3, 1.3))
+    assert len(detect_step_changes(s, threshold=0.1)) == 1
+    assert detect_step_changes(s, threshold=0.5) == []
+    with pytest.raises(ValueError, match="threshold"):
+        detect_step_changes(s, threshold=0)
+
+
+def test_history_plots_only_flagged_benchmarks(asv_results, tmp_path):
+    results, commits = asv_results
+    report = history(results_dir=results, out_dir=tmp_path / "plots")
+    assert [c.benchmark for c in report.changes] == [LOOP]
+    assert report.flagged == [f"{LOOP} [fixture-box/existing-py_venv]"]
+    (plot,) = report.plots
+    assert plot.parent == tmp_path / "plots" and plot.suffix == ".png"
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert sorted(p.name for p in (tmp_path / "plots").iterdir()) == [plot.name]
+
+
+def test_plot_file_names_are_safe(tmp_path):
+    s = Series("cpu.x.time_case('a/b', 1)", "m", "e", ("c1", "c2"), (0, 1), (1.0, 2.0))
+    path = plot_series(s, detect_step_changes(s), tmp_path)
+    assert path.parent == tmp_path and "/" not in path.name and path.is_file()
+
+
+def test_missing_results_are_an_input_error(tmp_path):
+    with pytest.raises(BenchInputError, match="run `make asv`"):
+        load_asv_series(tmp_path / "nowhere")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(BenchInputError, match="found none"):
+        load_asv_series(tmp_path / "empty")
+
+
+def test_asv_paths_resolve_against_the_config_directory():
+    root = Path(__file__).resolve().parents[2]
+    results, repo = asv_paths(root / "asv_bench" / "asv.conf.json")
+    assert results == root / "reports" / "asv" / "results"
+    assert repo == root
+
+
+def test_history_command_prints_steps_and_writes_plots(asv_results, tmp_path, capsys):
+    results, commits = asv_results
+    out_dir = tmp_path / "hist"
+    code = main(
+        ["history", "--results", str(results), "--out-dir", str(out_dir), "--repo", str(tmp_path)]
+    )
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert f"first commit {commits[3]}" in printed
+    assert "regression" in printed and "x  3.0" in printed
+    assert len(list(out_dir.glob("*.png"))) == 1
+    assert main(["history", "--results", str(results), "--threshold", "0"]) == 2

@@ -1,0 +1,276 @@
+"""The runner and the suite plugin: set selection, skip reasons, stable settings, metadata.
+
+A throwaway repository root gets the real ``tests/benchmarks/conftest.py`` and a small
+case module whose timed callable records what it saw (threads, thread variables,
+whether the garbage collector ran) into a probe file. ``rlpace-bench run`` then runs
+it in a fresh pytest process, as it runs the real suite.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from rlpace.bench.cli import main
+from rlpace.bench.errors import BenchInputError
+from rlpace.bench.results import load_results
+from rlpace.bench.runner import RunSettings, pytest_args, run, stable_environ
+
+ROOT = Path(__file__).resolve().parents[2]
+
+CASES = """
+import gc
+import json
+import os
+
+import torch
+
+from rlpace.bench.suite import SkipCase, Timed, case
+
+PROBE = os.environ["RLPACE_TEST_PROBE"]
+
+
+@case(params={"impl": ["rlpace", "torchrl"], "n": [8]})
+def test_probe(impl, n):
+    seen = {"gc_enabled": set()}
+
+    def fn():
+        seen["gc_enabled"].add(gc.isenabled())
+        return sum(range(n))
+
+    def teardown():
+        with open(PROBE, "w") as fh:
+            json.dump({
+                "threads": torch.get_num_threads(),
+                "omp": os.environ.get("OMP_NUM_THREADS"),
+                "mkl": os.environ.get("MKL_NUM_THREADS"),
+                "gc_enabled_while_timing": sorted(seen["gc_enabled"]),
+            }, fh)
+
+    return Timed(fn, teardown=teardown, items=n, unit="numbers", extra_info={"note": "probe"})
+
+
+@case(params={"n": [4]}, gpu=True)
+def test_on_device(n, device):
+    x = torch.ones(n, device=device)
+    return lambda: x + 1
+
+
+@case(params={"n": [1]})
+def test_sleepy(n):
+    import time
+
+    time.sleep(float(os.environ.get("RLPACE_TEST_SLEEP", "0")))
+    return lambda: n
+
+
+@case(params={"impl": ["rlpace", "torchrl"]})
+def test_twin_missing(impl):
+    if impl == "torchrl":
+        raise SkipCase("torchrl twin needs an extension that is not built here")
+    return lambda: None
+"""
+
+
+@pytest.fixture
+def suite_root(tmp_path, monkeypatch):
+    root = tmp_path / "repo"
+    bench = root / "tests" / "benchmarks"
+    bench.mkdir(parents=True)
+    shutil.copy(ROOT / "tests" / "benchmarks" / "conftest.py", bench / "conftest.py")
+    (bench / "test_cases.py").write_text(CASES)
+    probe = tmp_path / "probe.json"
+    monkeypatch.setenv("RLPACE_TEST_PROBE", str(probe))
+    monkeypatch.setenv("OMP_NUM_THREADS", "4")  # the runner must override it
+    return root, probe
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the behaviour without CUDA")
+def test_gpu_set_without_cuda_skips_with_a_reason_and_succeeds(suite_root, tmp_path, capfd):
+    root, _ = suite_root
+    outcome = run(set_name="gpu", output=tmp_path / "gpu.json", root=root)
+    shown = capfd.readouterr().out
+    assert outcome.ok and outcome.benchmarks == 0
+    # only the gpu=True case is in the set, on cuda, skipped with the reason
+    assert "1 skipped, 3 deselected" in shown
+    assert "GPU set: no CUDA device is available on this machine" in shown
+    doc = json.loads(outcome.output.read_text())
+    assert doc["benchmarks"] == [] and doc["machine_info"]["rlpace"]["format_version"] == 1
+
+
+def test_run_command_applies_stable_settings_and_records_the_environment(
+    suite_root, tmp_path, capfd
+):
+    root, probe = suite_root
+    out = tmp_path / "cpu.json"
+    assert main(["run", "--root", str(root), "-o", str(out), "--max-time", "0.02"]) == 0
+    shown = capfd.readouterr().out
+    seen = json.loads(probe.read_text())
+    assert seen["threads"] == 1  # torch.set_num_threads(1) in the benchmark process
+    assert seen["omp"] == "1" and seen["mkl"] == "1"
+    # timed calls ran with the collector off (pytest-benchmark makes one more, untimed
+    # call for the return value, with it on)
+    assert False in seen["gc_enabled_while_timing"]
+
+    doc = json.loads(out.read_text())
+    env = doc["machine_info"]["rlpace"]
+    assert env["torch_num_threads"] == 1 and env["omp_num_threads"] == "1"
+    assert env["torch"] == torch.__version__
+    by_name = {b["name"]: b for b in doc["benchmarks"]}
+    # the CPU set: every case, the gpu=True one on device=cpu; the skipped twin absent
+    assert set(by_name) == {
+        "test_probe[rlpace-8]",
+        "test_probe[torchrl-8]",
+        "test_on_device[4-cpu]",
+        "test_twin_missing[rlpace]",
+        "test_sleepy[1]",
+    }
+    assert "torchrl twin needs an extension that is not built here" in shown
+    probe_rlpace = by_name["test_probe[rlpace-8]"]
+    assert probe_rlpace["options"]["disable_gc"] is True
+    assert probe_rlpace["options"]["min_rounds"] == RunSettings().min_rounds
+    assert probe_rlpace["extra_info"] == {
+        "note": "probe",
+        "set": "cpu",
+        "items_per_call": 8,
+        "unit": "numbers",
+    }
+    assert len(probe_rlpace["stats"]["data"]) == probe_rlpace["stats"]["rounds"] >= 5
+    assert len(load_results(out)) == 5
+
+
+def test_cuda_timing_synchronizes_each_call_and_records_peak_memory(monkeypatch):
+    """The GPU path of the suite plugin, with torch.cuda's calls recorded instead of run."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "_suite_plugin_under_test", ROOT / "tests" / "benchmarks" / "conftest.py"
+    )
+    plugin = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plugin)
+    events = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: events.append("sync"))
+    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda: events.append("reset"))
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda: 4096)
+
+    class FakeBenchmark:
+        extra_info: dict = {}
+
+        def __call__(self, fn):
+            for _ in range(3):
+                fn()
+
+    bench = FakeBenchmark()
+    plugin._time_on_cuda(bench, lambda: events.append("call"))
+    assert events == ["sync", "reset"] + ["call", "sync"] * 3
+    assert bench.extra_info == {"peak_cuda_memory_bytes": 4096}
+
+
+def test_keyword_matching_nothing_is_an_input_error(suite_root, tmp_path):
+    root, _ = suite_root
+    with pytest.raises(BenchInputError, match="matched -k 'no_such_case'"):
+        run(output=tmp_path / "x.json", keyword="no_such_case", root=root, quiet=True)
+
+
+def test_an_empty_set_succeeds_with_an_empty_result_file(tmp_path):
+    root = tmp_path / "repo"
+    bench = root / "tests" / "benchmarks"
+    bench.mkdir(parents=True)
+    shutil.copy(ROOT / "tests" / "benchmarks" / "conftest.py", bench / "conftest.py")
+    (bench / "test_cpu_only.py").write_text(
+        "from rlpace.bench.suite import case\n\n\n"
+        "@case(params={'n': [1]})\ndef test_cpu_only(n):\n    return lambda: n\n"
+    )
+    outcome = run(set_name="gpu", output=tmp_path / "gpu.json", root=root, quiet=True)
+    assert outcome.ok and outcome.benchmarks == 0
+    assert "1 deselected" in outcome.log
+    assert json.loads(outcome.output.read_text())["benchmarks"] == []
+
+
+def test_root_without_suite_is_an_input_error(tmp_path):
+    with pytest.raises(BenchInputError, match="expected the benchmark suite"):
+        run(output=tmp_path / "x.json", root=tmp_path)
+
+
+def test_pytest_arguments_carry_every_stable_setting():
+    settings = RunSettings(max_time=0.1, min_rounds=7, warmup_iterations=2, timeout=30)
+    args = pytest_args(set_name="cpu", output=Path("o.json"), settings=settings, keyword="rb")
+    for expected in (
+        "--benchmark-only",
+        "--rlpace-set=cpu",
+        "--benchmark-json=o.json",
+        "--benchmark-save-data",
+        "--benchmark-disable-gc",
+        "--benchmark-warmup=on",
+        "--benchmark-warmup-iterations=2",
+        "--benchmark-min-rounds=7",
+        "--benchmark-max-time=0.1",
+        "--timeout=30",
+    ):
+        assert expected in args
+    assert args[args.index("-k") + 1] == "rb"
+    with pytest.raises(BenchInputError, match="expected 'cpu' or 'gpu'"):
+        pytest_args(set_name="tpu", output=Path("o.json"), settings=settings)
+
+
+def test_environment_of_the_benchmark_process_pins_threads():
+    env = stable_environ({"OMP_NUM_THREADS": "16", "HOME": "/h"}, RunSettings())
+    assert env["OMP_NUM_THREADS"] == "1" and env["MKL_NUM_THREADS"] == "1"
+    assert env["RLPACE_BENCH_THREADS"] == "1"  # the plugin's torch.set_num_threads
+    assert env["HOME"] == "/h"
+
+
+@pytest.mark.parametrize(
+    "bad", [{"min_rounds": 0}, {"max_time": 0}, {"timeout": -1}, {"threads": 0}]
+)
+def test_settings_reject_values_that_cannot_time(bad):
+    (name,) = bad
+    with pytest.raises(ValueError, match=f"RunSettings.{name}: expected"):
+        RunSettings(**bad)
+
+
+def test_run_command_turns_bad_settings_into_a_usage_error(capsys):
+    assert main(["run", "--min-rounds", "0", "-o", "x.json"]) == 2
+    assert "RunSettings.min_rounds" in capsys.readouterr().err
+
+
+def test_older_plugin_runs_and_a_timed_out_case_fails_without_losing_the_others(
+    suite_root, tmp_path, monkeypatch, capfd
+):
+    """Base commits may predate the thread and metadata hooks: the runner passes nothing
+    that plugin would reject, and the threads still come from the environment. A case
+    past the per-case timeout fails the run; the cases that finished are still saved."""
+    import subprocess
+
+    root, probe = suite_root
+    old = subprocess.run(
+        ["git", "show", "6ca6090:tests/benchmarks/conftest.py"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    if old.returncode != 0:
+        pytest.skip("the first suite plugin's commit is not in this clone's history")
+    (root / "tests" / "benchmarks" / "conftest.py").write_text(old.stdout)
+    monkeypatch.setenv("RLPACE_TEST_SLEEP", "60")
+    outcome = run(
+        output=tmp_path / "base.json",
+        keyword="probe or sleepy",
+        root=root,
+        settings=RunSettings(timeout=2),
+    )
+    assert outcome.returncode == 1 and outcome.benchmarks == 2  # the two probe results
+    assert "Timeout (>2.0s)" in capfd.readouterr().out
+    assert outcome.log == ""  # not quiet: the output went through
+    seen = json.loads(probe.read_text())
+    assert seen["omp"] == "1" and seen["threads"] == 1  # torch sizes its pool from OMP
+    doc = json.loads(outcome.output.read_text())
+    assert "rlpace" not in doc["machine_info"]  # the old plugin records no metadata
+    assert {b["name"] for b in doc["benchmarks"]} == {
+        "test_probe[rlpace-8]",
+        "test_probe[torchrl-8]",
+    }

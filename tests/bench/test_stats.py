@@ -1,0 +1,110 @@
+"""Pure statistics checked against distributions with known answers."""
+
+import ast
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats as sp
+
+from rlpace.bench import stats
+
+
+def test_summarize_matches_numpy():
+    rng = np.random.default_rng(0)
+    x = rng.lognormal(0, 0.3, 500)
+    s = stats.summarize(x)
+    assert s["mean"] == pytest.approx(x.mean())
+    assert s["stddev"] == pytest.approx(x.std(ddof=1))
+    assert s["median"] == pytest.approx(np.median(x))
+    assert s["iqr"] == pytest.approx(np.percentile(x, 75) - np.percentile(x, 25))
+    assert s["ops"] == pytest.approx(1 / x.mean())
+    assert (s["min"], s["max"], s["rounds"]) == (x.min(), x.max(), 500)
+
+
+def test_summarize_drops_non_finite_and_handles_zero():
+    s = stats.summarize([1.0, float("nan"), 3.0, float("inf")])
+    assert s["rounds"] == 2 and s["mean"] == 2.0
+    assert stats.summarize([0.0, 0.0])["ops"] == math.inf
+    assert stats.summarize([5.0])["stddev"] == 0.0
+
+
+def test_benjamini_hochberg_matches_scipy():
+    rng = np.random.default_rng(1)
+    p = rng.random(200) ** 3
+    np.testing.assert_allclose(stats.benjamini_hochberg(p), sp.false_discovery_control(p))
+
+
+def test_mann_whitney_matches_scipy_and_degenerate_cases():
+    rng = np.random.default_rng(2)
+    a, b = rng.normal(0, 1, 40), rng.normal(0.5, 1, 40)
+    assert stats.mann_whitney_p(a, b) == pytest.approx(sp.mannwhitneyu(a, b).pvalue)
+    assert stats.mann_whitney_p([1.0, 1.0, 1.0], [1.0, 1.0]) == 1.0
+    assert math.isnan(stats.mann_whitney_p([1.0], [1.0, 2.0]))
+
+
+def test_bootstrap_interval_covers_the_true_ratio_about_95_percent_of_the_time():
+    true_ratio = 1.2
+    covered = 0
+    for seed in range(200):
+        rng = np.random.default_rng(seed)
+        base = rng.lognormal(0, 0.1, 60)
+        head = true_ratio * rng.lognormal(0, 0.1, 60)
+        _, low, high = stats.bootstrap_ratio_ci(head, base, n_resamples=400, seed=seed)
+        covered += low <= true_ratio <= high
+    assert 0.88 <= covered / 200 <= 0.99
+
+
+def test_bootstrap_is_deterministic_and_handles_zero_median():
+    rng = np.random.default_rng(3)
+    a, b = rng.random(30), rng.random(30)
+    assert stats.bootstrap_ratio_ci(a, b) == stats.bootstrap_ratio_ci(a, b)
+    assert all(math.isnan(v) for v in stats.bootstrap_ratio_ci([1.0, 2.0], [0.0, 0.0, 0.0]))
+    assert all(math.isnan(v) for v in stats.bootstrap_ratio_ci([], [1.0]))
+
+
+def test_long_inputs_are_cheap():
+    rng = np.random.default_rng(4)
+    a = rng.lognormal(0, 0.1, 200_000)
+    ratio, low, high = stats.bootstrap_ratio_ci(a, a)
+    assert low < 1.0 < high
+    assert ratio == 1.0
+
+
+@pytest.mark.parametrize("n", [5, 6, 41, 300, 1000])
+def test_exact_bootstrap_medians_match_brute_force_resampling(n):
+    rng = np.random.default_rng(n)
+    x = rng.lognormal(0, 0.3, n)
+    brute = np.median(x[rng.integers(0, n, (20_000, n))], axis=1)
+    fast = stats._bootstrap_medians(x, 20_000, rng)
+    quantiles = [2.5, 10, 50, 90, 97.5]
+    np.testing.assert_allclose(
+        np.percentile(fast, quantiles), np.percentile(brute, quantiles), rtol=0.03
+    )
+
+
+def test_minimal_detectable_change_shrinks_with_more_rounds():
+    rng = np.random.default_rng(5)
+    small = stats.minimal_detectable_change(rng.normal(1, 0.1, 20), rng.normal(1, 0.1, 20))
+    large = stats.minimal_detectable_change(rng.normal(1, 0.1, 2000), rng.normal(1, 0.1, 2000))
+    # sigma 10%, (1.96 + 0.84) * 0.1 * sqrt(2 / n)
+    assert small == pytest.approx(2.8 * 10 * math.sqrt(2 / 20), rel=0.35)
+    assert large == pytest.approx(2.8 * 10 * math.sqrt(2 / 2000), rel=0.1)
+
+
+def test_median_interval_is_the_box_plot_notch():
+    low, high = stats.median_interval(1.0, 0.2, 25)
+    assert (low, high) == pytest.approx((1.0 - 1.57 * 0.2 / 5, 1.0 + 1.57 * 0.2 / 5))
+    assert all(math.isnan(v) for v in stats.median_interval(1.0, 0.2, 0))
+
+
+def test_stats_module_imports_only_numpy_and_scipy():
+    source = Path(stats.__file__).read_text()
+    imported = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            imported |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            imported.add(node.module.split(".")[0])
+    assert imported <= {"numpy", "scipy", "math", "collections", "__future__"}
