@@ -13,38 +13,24 @@ from __future__ import annotations
 
 import functools
 
-import torch
-from tensordict.nn import TensorDictModule, TensorDictSequential
-
 from rlpace.bench.suite import SkipCase, Timed, case
 from rlpace.collectors.testing import CountingEnv, make_mlp_policy
 
 FRAMES = 256
 
 
-class _OneHotArgmax(torch.nn.Module):
-    def forward(self, logits: torch.Tensor) -> torch.Tensor:
-        return torch.nn.functional.one_hot(logits.argmax(-1), logits.shape[-1])
-
-
-def make_cartpole() -> object:
-    from torchrl.envs import GymEnv
-
-    return GymEnv("CartPole-v1")
-
-
-def make_policy(env_name: str) -> TensorDictModule | TensorDictSequential:
+def make_policy(env_name: str):
     if env_name == "cartpole":
-        return TensorDictSequential(
-            make_mlp_policy(obs_dim=4, act_dim=2),
-            TensorDictModule(_OneHotArgmax(), ["action"], ["action"]),
-        )
+        return make_mlp_policy(obs_dim=4, act_dim=2, one_hot=True)
     return make_mlp_policy(obs_dim=4, act_dim=1)
 
 
 def env_factory(env_name: str, num_envs: int | None = None, step_sleep: float = 0.0):
     if env_name == "cartpole":
-        return make_cartpole
+        # importable from any process (torchrl's workers start with spawn)
+        from torchrl.envs import GymEnv
+
+        return functools.partial(GymEnv, "CartPole-v1")
     return functools.partial(CountingEnv, num_envs=num_envs, step_sleep=step_sleep)
 
 
@@ -122,13 +108,13 @@ def _async_batched_env_fns(env: str, envs: int) -> list:
 @case(
     params={
         "impl": ["rlpace", "torchrl"],
-        "backend": ["threading", "multiprocessing"],
-        "transport": ["slot", "queue", "shm"],
+        # one value per supported pair, so ids read impl-backend-transport-envs-env
+        "backend_transport": ["threading-slot", "threading-queue", "multiprocessing-shm"],
         "envs": [8],
         "env": ["counting", "cartpole", "sleep2ms"],
     }
 )
-def test_async_batched(impl, backend, transport, envs, env):
+def test_async_batched(impl, backend_transport, envs, env):
     """Envs stepping on their own, one inference server batching their requests.
 
     ``sleep2ms`` sleeps 2 ms per step (a slow simulator); it waits for
@@ -136,9 +122,7 @@ def test_async_batched(impl, backend, transport, envs, env):
     mean batch size reached). Threads use ``slot`` or ``queue``, processes ``shm``;
     torchrl's twin runs with its own default transport under the ``slot``/``shm`` ids.
     """
-    valid = {"threading": ("slot", "queue"), "multiprocessing": ("shm",)}
-    if transport not in valid[backend]:
-        raise SkipCase(f"{backend} envs use transports {valid[backend]}, not {transport!r}")
+    backend, transport = backend_transport.split("-")
     env_fns = _async_batched_env_fns(env, envs)
     policy = make_policy("cartpole" if env == "cartpole" else "counting")
     min_batch = envs // 2 if env == "sleep2ms" else 1
@@ -287,7 +271,7 @@ def compare_interleaved(blocks: int = 3, only: str | None = None) -> None:
     import statistics
     import time
 
-    threads = {"backend": "threading", "transport": "slot", "envs": 8}
+    threads = {"backend_transport": "threading-slot", "envs": 8}
     grid = [
         (test_collector_single, {"env": "counting"}),
         (test_collector_single, {"env": "cartpole"}),

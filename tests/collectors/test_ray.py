@@ -7,7 +7,7 @@ import functools
 import pytest
 import torch
 
-from rlpace.collectors import AsyncBatchedCollector, EnvStepError
+from rlpace.collectors import AsyncBatchedCollector, EnvStepError, WorkerDiedError
 from rlpace.collectors.testing import CountingEnv, make_mlp_policy
 
 pytestmark = pytest.mark.ray
@@ -27,14 +27,19 @@ def ray_local():
 def test_ray_actors_collect_batches_and_report_env_errors(ray_local, check_trajectories):
     env_fns = [functools.partial(CountingEnv, max_steps=3)] * 3
     c = AsyncBatchedCollector(
-        env_fns, make_mlp_policy(), frames_per_batch=24, total_frames=48, backend="ray"
+        env_fns, make_mlp_policy(), frames_per_batch=24, total_frames=72, backend="ray"
     )
-    batches = list(c)
+    batches = [c.next(), c.next()]
     assert [b.numel() for b in batches] == [24, 24]
     for batch in batches:
         env_ids = batch["collector", "env_ids"]
         assert torch.equal(env_ids, env_ids.sort().values)
         check_trajectories(batch)
+    # a dead actor is reported, not waited for
+    ray_local.kill(c.transport._actors[0])
+    with pytest.raises(WorkerDiedError, match="worker 0 died"):
+        for _ in range(100):
+            c.next()
     c.shutdown()
     c.shutdown()
 
