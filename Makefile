@@ -54,3 +54,7 @@ asv: $(STAMP)
 
 clean:
 	rm -rf reports/pr reports/bench build *.egg-info lib/*.egg-info
+
+## Proof that the trainers learn: PPO on CartPole-v1 and SAC on Pendulum-v1 to their targets.
+learn: $(STAMP)
+	$(PY) -m rlpace.train --learn reports/learning.md

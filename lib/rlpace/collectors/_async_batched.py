@@ -1,0 +1,397 @@
+"""`AsyncBatchedCollector`: envs step independently, an inference server batches their requests.
+
+Backends come in three tiers, like ``device`` / ``env_device`` / ``policy_device``:
+``backend`` is the default, ``env_backend`` says where the env pool runs and
+``policy_backend`` which transport carries requests between envs and the server.
+Every combination is checked against :data:`SUPPORTED` before anything starts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import queue
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import torch
+from tensordict import TensorDictBase
+
+from rlpace.collectors._multi import resolve_policy
+from rlpace.collectors._rollout import ENV_KEY, TRAJ_KEY, EnvStepError
+from rlpace.collectors._server import InferenceServer, ServerStats
+from rlpace.collectors._single import check_total_frames, resolve_env
+from rlpace.collectors._transports import TransportClosed, make_transport
+
+BACKENDS = ("threading", "multiprocessing", "ray")
+#: (env_backend, policy_backend) pairs that run; anything else fails at construction.
+SUPPORTED = {
+    ("threading", "threading"): "env threads, SlotTransport or ThreadingTransport",
+    ("multiprocessing", "multiprocessing"): "env processes, SharedMemorySlotTransport",
+}
+
+
+def resolve_backends(
+    backend: str | None, env_backend: str | None, policy_backend: str | None
+) -> tuple[str, str]:
+    """The (env, policy) backends after defaults; raises on unknown or unsupported pairs.
+
+    Example:
+        >>> resolve_backends(None, None, None)
+        ('threading', 'threading')
+        >>> resolve_backends("threading", None, "threading")
+        ('threading', 'threading')
+    """
+    for name, value in (
+        ("backend", backend),
+        ("env_backend", env_backend),
+        ("policy_backend", policy_backend),
+    ):
+        if value is not None and value not in BACKENDS:
+            raise ValueError(
+                f"AsyncBatchedCollector: unknown {name}={value!r}; expected one of {BACKENDS}"
+            )
+    default = backend or "threading"
+    pair = (env_backend or default, policy_backend or default)
+    if pair not in SUPPORTED:
+        options = ", ".join(f"env_backend={e!r}/policy_backend={p!r}" for e, p in SUPPORTED)
+        raise ValueError(
+            f"AsyncBatchedCollector: env_backend={pair[0]!r} with policy_backend={pair[1]!r} "
+            f"is not supported; supported combinations: {options}"
+        )
+    return pair
+
+
+class AsyncBatchedCollector:
+    """A pool of envs stepping independently while an :class:`InferenceServer` batches them.
+
+    Every env has a slot in a transport. An env submits its observation, waits for its
+    action, steps, records the transition and carries on (resetting when done); the
+    server answers whatever requests are pending with one forward pass. There is no
+    barrier: fast envs do not wait for slow ones. Batches hold ``frames_per_batch``
+    transitions grouped by env (each env's frames in time order) with
+    ``("collector", "env_ids")`` and ``("collector", "traj_ids")``.
+
+    Args:
+        env_fns: one zero-argument factory per env; envs must be unbatched
+            (``batch_size=[]``): the server does the batching.
+        policy: the policy; exactly one of ``policy`` and ``policy_factory``.
+        policy_factory: zero-argument callable building the policy.
+        frames_per_batch: transitions per batch.
+        total_frames: transitions to yield in all (last batch cut); ``-1``: endless.
+        backend: default backend for both tiers: ``"threading"``,
+            ``"multiprocessing"`` or ``"ray"``.
+        env_backend: where the env pool runs (overrides ``backend``).
+        policy_backend: the transport between envs and server (overrides ``backend``).
+        transport: for threads, ``"slot"`` (:class:`SlotTransport`, default) or
+            ``"queue"`` (:class:`ThreadingTransport`), or a transport instance.
+        min_batch_size: requests the server waits for (bounded by ``server_timeout``).
+        max_batch_size: most requests per forward pass.
+        server_timeout: seconds the server waits for ``min_batch_size`` requests.
+        replay_buffer: an object with ``extend``; batches go there, iteration yields
+            ``None``.
+
+    Example:
+        >>> from functools import partial
+        >>> from rlpace.collectors import AsyncBatchedCollector
+        >>> from rlpace.collectors.testing import CountingEnv, make_mlp_policy
+        >>> env_fns = [partial(CountingEnv, max_steps=3)] * 4
+        >>> with AsyncBatchedCollector(env_fns, make_mlp_policy(), frames_per_batch=16,
+        ...                            total_frames=32) as collector:
+        ...     sizes = [b.numel() for b in collector]
+        ...     stats = collector.server_stats()
+        >>> sizes
+        [16, 16]
+        >>> stats.requests >= 32
+        True
+    """
+
+    def __init__(
+        self,
+        env_fns: Sequence[Callable[[], Any]],
+        policy: Any = None,
+        *,
+        policy_factory: Callable[[], Any] | None = None,
+        frames_per_batch: int,
+        total_frames: int = -1,
+        backend: str | None = None,
+        env_backend: str | None = None,
+        policy_backend: str | None = None,
+        transport: Any = None,
+        min_batch_size: int = 1,
+        max_batch_size: int | None = None,
+        server_timeout: float = 0.002,
+        replay_buffer: Any | None = None,
+        start_method: str | None = None,
+    ) -> None:
+        who = type(self).__name__
+        self._closed = True
+        self._threads: list[threading.Thread] = []
+        self.env_backend, self.policy_backend = resolve_backends(
+            backend, env_backend, policy_backend
+        )
+        if isinstance(env_fns, (str, bytes)) or not isinstance(env_fns, Sequence) or not env_fns:
+            raise TypeError(f"{who}: env_fns must be a non-empty list of env factories")
+        if frames_per_batch <= 0:
+            raise ValueError(f"{who}: frames_per_batch must be positive; got {frames_per_batch}")
+        check_total_frames(total_frames, who)
+        if replay_buffer is not None and not hasattr(replay_buffer, "extend"):
+            raise TypeError(
+                f"{who}: replay_buffer needs an extend(batch) method; "
+                f"got {type(replay_buffer).__name__}"
+            )
+        self.policy = resolve_policy(policy, policy_factory, who)
+        self.frames_per_batch = frames_per_batch
+        self.total_frames = total_frames
+        self.replay_buffer = replay_buffer
+        self.frames = 0
+        self.num_envs = len(env_fns)
+        self.server_timeout = server_timeout
+        self._batch_limits = (min_batch_size, max_batch_size)
+        in_keys = getattr(self.policy, "in_keys", None)
+        self._request_keys = list(in_keys) if in_keys else None
+        self._envs: list[Any] = []
+        self._pool: Any = None
+        self._leftover: TensorDictBase | None = None
+        self._results: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._credits = threading.Semaphore(2 * frames_per_batch)
+        self._stop = threading.Event()
+        self._traj_counter = itertools.count()
+        self._error: tuple[int, BaseException] | None = None
+        if self.env_backend == "threading":
+            self._start_threads(env_fns, transport)
+        else:
+            self._start_processes(env_fns, transport, start_method)
+
+    def _start_threads(self, env_fns: Sequence[Callable[[], Any]], transport: Any) -> None:
+        who = type(self).__name__
+        self.transport = make_transport(transport, self.num_envs)
+        self.server = InferenceServer(
+            self.policy, self.transport, *self._batch_limits, self.server_timeout
+        )
+        try:
+            for i, fn in enumerate(env_fns):
+                env, _ = resolve_env(fn, who)
+                self._envs.append(env)
+                if env.batch_size:
+                    raise ValueError(
+                        f"{who}: env {i} is batched (batch_size={list(env.batch_size)}); "
+                        "give one unbatched env per slot, the server does the batching"
+                    )
+        except Exception:
+            self._close_envs()
+            raise
+        self._closed = False
+        self.server.start()
+        for slot, env in enumerate(self._envs):
+            thread = threading.Thread(
+                target=self._env_loop, args=(slot, env), name=f"rlpace-env-{slot}", daemon=True
+            )
+            thread.start()
+            self._threads.append(thread)
+
+    def _start_processes(
+        self, env_fns: Sequence[Callable[[], Any]], transport: Any, start_method: str | None
+    ) -> None:
+        import multiprocessing as mp
+
+        from rlpace.collectors._multi import MultiCollector, default_start_method
+        from rlpace.collectors._rollout import direct_policy, policy_context
+        from rlpace.collectors._shm_transport import RemotePolicy, SharedMemorySlotTransport
+
+        who = type(self).__name__
+        if transport not in (None, "shm"):
+            raise ValueError(
+                f"{who}: env processes use the shared-memory slot transport; "
+                f"got transport={transport!r}. Pass transport=None or 'shm'."
+            )
+        ctx = mp.get_context(start_method or default_start_method())
+        probe, owned = resolve_env(env_fns[0], who)
+        try:
+            if probe.batch_size:
+                raise ValueError(
+                    f"{who}: env 0 is batched (batch_size={list(probe.batch_size)}); "
+                    "give one unbatched env per slot, the server does the batching"
+                )
+            root = probe.reset()
+        finally:
+            if owned:
+                probe.close()
+        keys = self._request_keys
+        request = root.select(*keys) if keys else root
+        with policy_context(self.policy):
+            out = direct_policy(self.policy)(request.clone())
+        response = out.exclude(*request.keys(True, True))
+        self.transport = SharedMemorySlotTransport(self.num_envs, request, response, ctx)
+        self.server = InferenceServer(
+            self.policy, self.transport, *self._batch_limits, self.server_timeout
+        )
+        remote = RemotePolicy(self.policy, self.transport, keys)
+        chunk = max(1, self.frames_per_batch // (2 * self.num_envs))
+        self._pool = MultiCollector(
+            list(env_fns),
+            remote,
+            frames_per_batch=chunk,
+            sync=False,
+            start_method=start_method,
+        )
+        self._closed = False
+        self.server.start()
+
+    def _env_loop(self, slot: int, env: Any) -> None:
+        transport = self.transport
+        results = self._results
+        credits = self._credits
+        stop = self._stop
+        keys = self._request_keys
+        reward_keys = list(env.reward_keys)
+        try:
+            root = env.reset()
+            traj = next(self._traj_counter)
+            while not stop.is_set():
+                if not credits.acquire(timeout=0.1):
+                    continue
+                transport.submit(slot, root.select(*keys) if keys else root)
+                transport.receive_into(slot, root)
+                frame = env.step(root)
+                results.put((slot, traj, frame))
+                nxt = frame.get("next")
+                root = nxt.exclude(*reward_keys)
+                done = nxt.get("done", None)
+                if done is not None and bool(done.any()):
+                    root = env.reset()
+                    traj = next(self._traj_counter)
+        except TransportClosed:
+            return
+        except BaseException as exc:  # noqa: BLE001 - reported to the main thread
+            if self._error is None:
+                self._error = (slot, exc)
+            stop.set()
+            results.put(None)
+
+    def _raise_if_failed(self) -> None:
+        if self._error is not None:
+            slot, exc = self._error
+            self.shutdown()
+            raise EnvStepError(slot, exc) from exc
+        if self.server.error is not None:
+            exc = self.server.error
+            self.shutdown()
+            raise RuntimeError(
+                f"AsyncBatchedCollector: the inference server failed: {exc!r}"
+            ) from exc
+
+    def __iter__(self) -> Iterator[TensorDictBase | None]:
+        while self.total_frames == -1 or self.frames < self.total_frames:
+            yield self.next()
+
+    def next(self) -> TensorDictBase | None:
+        """Collect one batch of transitions (``None`` when a replay buffer takes it).
+
+        Raises:
+            EnvStepError: an env raised (names the env, chains the original).
+            RuntimeError: the inference server failed (chains the original).
+        """
+        if self._closed:
+            raise RuntimeError("AsyncBatchedCollector was shut down; build a new one")
+        want = self.frames_per_batch
+        if self.total_frames != -1:
+            want = min(want, self.total_frames - self.frames)
+        batch = (
+            self._next_from_pool(want) if self._pool is not None else self._next_from_threads(want)
+        )
+        self.frames += batch.numel()
+        if self.replay_buffer is not None:
+            self.replay_buffer.extend(batch)
+            return None
+        return batch
+
+    def _next_from_pool(self, want: int) -> TensorDictBase:
+        parts = [] if self._leftover is None else [self._leftover]
+        have = sum(p.numel() for p in parts)
+        try:
+            while have < want:
+                if self.server.error is not None:
+                    self._raise_if_failed()
+                part = self._pool.next()
+                parts.append(part)
+                have += part.numel()
+        except BaseException:
+            self.shutdown()
+            raise
+        frames = torch.cat(parts, 0)
+        self._leftover = frames[want:] if have > want else None
+        batch = frames[:want]
+        order = torch.sort(batch.get(ENV_KEY), stable=True).indices
+        return batch[order]
+
+    def _next_from_threads(self, want: int) -> TensorDictBase:
+        frames, slots, trajs = [], [], []
+        get = self._results.get
+        while len(frames) < want:
+            try:
+                item = get(timeout=0.1)
+            except queue.Empty:
+                self._raise_if_failed()
+                continue
+            if item is None:
+                self._raise_if_failed()
+                continue
+            slot, traj, frame = item
+            frames.append(frame)
+            slots.append(slot)
+            trajs.append(traj)
+        self._credits.release(len(frames))
+        batch = torch.stack(frames, 0)
+        env_ids = torch.tensor(slots)
+        batch.set(ENV_KEY, env_ids)
+        batch.set(TRAJ_KEY, torch.tensor(trajs))
+        order = torch.sort(env_ids, stable=True).indices
+        return batch[order]
+
+    def server_stats(self) -> ServerStats:
+        """The inference server's counts and latency percentiles so far."""
+        return self.server.stats()
+
+    def update_policy_weights_(self, weights: TensorDictBase | dict | None = None) -> None:
+        """Load new weights into the served policy (threads share it; ``None``: no-op)."""
+        from rlpace.collectors._rollout import load_weights
+
+        if weights is not None:
+            load_weights(self.policy, weights)
+
+    def _close_envs(self) -> None:
+        for env in self._envs:
+            with contextlib.suppress(Exception):
+                if not env.is_closed:
+                    env.close()
+
+    def shutdown(self) -> None:
+        """Stop the server and every env thread, close the envs; idempotent."""
+        if self._closed and not self._threads and getattr(self, "_pool", None) is None:
+            return
+        self._closed = True
+        self._stop.set()
+        if getattr(self, "transport", None) is not None:
+            self.transport.close()
+        if getattr(self, "server", None) is not None:
+            self.server.stop()
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+        self._credits.release(len(self._threads) + 1)
+        for thread in self._threads:
+            thread.join(2.0)
+        self._threads = []
+        self._close_envs()
+
+    def __enter__(self) -> AsyncBatchedCollector:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self.shutdown()

@@ -1,0 +1,431 @@
+"""`MultiCollector`: worker processes each stepping their envs, batches through shared memory.
+
+Each worker owns two shared-memory batch buffers laid out in the parent before the
+workers start. A worker fills a free buffer, sends its index over a pipe and moves
+on to the other one; the parent copies the batch out and hands the buffer back
+(a semaphore per worker). Only small messages cross the pipes. Policy weights live
+in a :class:`~rlpace.collectors._weights.SharedWeights`.
+
+Faults: the parent waits on the pipes *and* the process sentinels, so an env error
+(sent by the worker with its env index) or a dead worker (SIGKILL) is reported at
+once; no progress for ``worker_timeout`` seconds raises ``TimeoutError``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import time
+from collections.abc import Callable, Iterator, Sequence
+from multiprocessing.connection import wait
+from typing import Any
+
+import torch
+from tensordict import TensorDictBase
+
+from rlpace.collectors._rollout import EnvStepError, Rollout, WorkerDiedError, split_frames
+from rlpace.collectors._single import check_total_frames, resolve_env
+from rlpace.collectors._weights import SharedWeights
+
+
+def default_start_method() -> str:
+    """``fork`` where the platform has it (fast start, nothing pickled), else ``spawn``."""
+    import multiprocessing as mp
+
+    return "fork" if "fork" in mp.get_all_start_methods() else "spawn"
+
+
+def resolve_policy(policy: Any, policy_factory: Any, who: str) -> Any:
+    """The parent's policy instance; exactly one of ``policy`` / ``policy_factory``."""
+    if (policy is None) == (policy_factory is None):
+        raise ValueError(
+            f"{who}: pass exactly one of policy= or policy_factory=; got "
+            f"{'both' if policy is not None else 'neither'}"
+        )
+    if policy_factory is not None:
+        if not callable(policy_factory):
+            raise TypeError(
+                f"{who}: policy_factory must be a zero-argument callable returning the "
+                f"policy; got {type(policy_factory).__name__}"
+            )
+        policy = policy_factory()
+    if not callable(policy):
+        raise TypeError(
+            f"{who}: policy must be a callable TensorDict -> TensorDict; got {type(policy).__name__}"
+        )
+    return policy
+
+
+def split_env_fns(env_fns: Sequence[Any], num_workers: int | None, who: str) -> list[list[Any]]:
+    """Contiguous chunks of ``env_fns``, one per worker, sizes differing by at most one."""
+    if isinstance(env_fns, (str, bytes)) or not isinstance(env_fns, Sequence) or not env_fns:
+        raise TypeError(f"{who}: env_fns must be a non-empty list of env factories")
+    n = len(env_fns) if num_workers is None else num_workers
+    if not 1 <= n <= len(env_fns):
+        raise ValueError(
+            f"{who}: num_workers must be between 1 and len(env_fns)={len(env_fns)}; got {n}"
+        )
+    base, extra = divmod(len(env_fns), n)
+    chunks, start = [], 0
+    for w in range(n):
+        size = base + (w < extra)
+        chunks.append(list(env_fns[start : start + size]))
+        start += size
+    return chunks
+
+
+def _worker_main(
+    index: int,
+    env_fns: list[Any],
+    policy: Any,
+    policy_factory: Any,
+    frames: int,
+    env_offset: int,
+    num_workers: int,
+    buffers: list[TensorDictBase] | None,
+    replay_buffer: Any,
+    weights: SharedWeights | None,
+    free: Any,
+    stop: Any,
+    conn: Any,
+) -> None:
+    torch.set_num_threads(1)
+    parent = os.getppid()
+    rollout = None
+    try:
+        if policy_factory is not None:
+            policy = policy_factory()
+        bind = getattr(policy, "bind_worker", None)
+        if bind is not None:
+            policy = bind(index)  # e.g. a client of an inference server, one slot per worker
+        seen = -1
+        if weights is not None:
+            seen = weights.pull(policy, seen)
+        envs = [resolve_env(fn, "MultiCollector worker")[0] for fn in env_fns]
+        rollout = Rollout(envs, policy, frames, "MultiCollector", env_offset, index, num_workers)
+        slot = 0
+        while not stop.is_set():
+            if not free.acquire(timeout=0.1):
+                if os.getppid() != parent:
+                    return  # the parent died: nobody will read our batches
+                continue
+            if weights is not None:
+                seen = weights.pull(policy, seen)
+            batch = rollout.collect()
+            if replay_buffer is not None:
+                replay_buffer.extend(batch)
+                conn.send(("written", batch.numel(), seen))
+                free.release()
+                continue
+            buffers[slot].update_(batch)
+            conn.send(("batch", slot, seen))
+            slot ^= 1
+    except EnvStepError as exc:
+        _send_error(conn, exc)
+    except BaseException as exc:  # noqa: BLE001 - anything else is reported, then we exit
+        _send_error(conn, exc)
+    finally:
+        if rollout is not None:
+            rollout.close()
+        with contextlib.suppress(Exception):
+            conn.close()
+
+
+def _send_error(conn: Any, exc: BaseException) -> None:
+    try:
+        pickle.dumps(exc)
+        payload: Any = exc
+    except Exception:  # noqa: BLE001 - unpicklable exceptions travel as text
+        payload = repr(exc)
+    with contextlib.suppress(Exception):
+        conn.send(("error", payload, None))
+
+
+class MultiCollector:
+    """Worker processes each stepping a share of the envs; batches come back through shared memory.
+
+    With ``sync=True`` each batch gathers ``frames_per_batch / num_workers`` frames from
+    every worker (worker by worker, each env's frames in time order). With
+    ``sync=False`` each batch is one worker's ``frames_per_batch`` frames, yielded as
+    soon as that worker is done; ``("collector", "env_ids")`` says where they came from.
+
+    Args:
+        env_fns: one zero-argument env factory per env (picklable under ``spawn``).
+        policy: the policy (a ``torch.nn.Module`` for weight updates); exactly one of
+            ``policy`` and ``policy_factory``.
+        policy_factory: zero-argument callable building the policy; called once in
+            the parent (for the weight layout) and once in every worker.
+        frames_per_batch: frames per yielded batch.
+        sync: gather from all workers (``True``) or yield per worker (``False``).
+        num_workers: processes to start (default: one per env factory).
+        total_frames: frames to yield in all (last batch cut to fit); ``-1``: endless.
+        replay_buffer: a buffer with ``extend`` that every worker can write to (e.g. an
+            ``rlpace.data`` shared buffer); workers extend it directly and iteration
+            yields ``None`` per batch written.
+        start_method: ``"fork"``, ``"spawn"`` or ``"forkserver"`` (default: fork where
+            available); never changes the global start method.
+        worker_timeout: seconds without any worker message before ``TimeoutError``.
+
+    Example:
+        >>> from functools import partial
+        >>> from rlpace.collectors import MultiCollector
+        >>> from rlpace.collectors.testing import CountingEnv, make_mlp_policy
+        >>> env_fns = [partial(CountingEnv, max_steps=5)] * 2
+        >>> with MultiCollector(env_fns, make_mlp_policy(), frames_per_batch=20,
+        ...                     total_frames=40) as collector:  # doctest: +SKIP
+        ...     print([b.batch_size for b in collector])
+        [torch.Size([20]), torch.Size([20])]
+    """
+
+    def __init__(
+        self,
+        env_fns: Sequence[Callable[[], Any]],
+        policy: Any = None,
+        *,
+        policy_factory: Callable[[], Any] | None = None,
+        frames_per_batch: int,
+        sync: bool = True,
+        num_workers: int | None = None,
+        total_frames: int = -1,
+        replay_buffer: Any | None = None,
+        start_method: str | None = None,
+        worker_timeout: float = 60.0,
+    ) -> None:
+        import multiprocessing as mp
+
+        who = type(self).__name__
+        self._closed = True
+        self._procs: list[Any] = []
+        chunks = split_env_fns(env_fns, num_workers, who)
+        check_total_frames(total_frames, who)
+        self.num_workers = len(chunks)
+        self.sync = sync
+        self.frames_per_batch = frames_per_batch
+        self.total_frames = total_frames
+        self.replay_buffer = replay_buffer
+        self.worker_timeout = worker_timeout
+        self.frames = 0
+        self.policy_version = 0
+        if sync:
+            if frames_per_batch <= 0 or frames_per_batch % self.num_workers:
+                raise ValueError(
+                    f"{who}(sync=True): frames_per_batch must be a positive multiple of "
+                    f"num_workers={self.num_workers}; got {frames_per_batch}"
+                )
+            per_worker = frames_per_batch // self.num_workers
+        else:
+            per_worker = frames_per_batch
+        self.policy = resolve_policy(policy, policy_factory, who)
+        if replay_buffer is not None and not hasattr(replay_buffer, "extend"):
+            raise TypeError(
+                f"{who}: replay_buffer needs an extend(batch) method; "
+                f"got {type(replay_buffer).__name__}"
+            )
+        method = start_method or default_start_method()
+        ctx = mp.get_context(method)
+
+        # Lay out the batch buffers from one env and one step in the parent.
+        probe, owned = resolve_env(chunks[0][0], who)
+        try:
+            numel = max(1, probe.batch_size.numel())
+            for chunk in chunks:
+                split_frames(per_worker, numel * len(chunk), who)
+            frame = Rollout([probe], self.policy, numel, who).collect()[0]
+        finally:
+            if owned:
+                probe.close()
+        buffers = None
+        if replay_buffer is None:
+            buffers = [
+                [frame.expand(per_worker).clone().share_memory_() for _ in range(2)] for _ in chunks
+            ]
+        self._buffers = buffers
+        self._weights = (
+            SharedWeights(self.policy, ctx) if isinstance(self.policy, torch.nn.Module) else None
+        )
+        self._stop = ctx.Event()
+        self._free = [ctx.Semaphore(2) for _ in chunks]
+        self._conns = []
+        self._closed = False
+        worker_policy = self.policy if policy_factory is None else None
+        offset = 0
+        try:
+            for w, chunk in enumerate(chunks):
+                parent_conn, child_conn = ctx.Pipe(duplex=False)
+                proc = ctx.Process(
+                    target=_worker_main,
+                    args=(
+                        w,
+                        chunk,
+                        worker_policy,
+                        policy_factory,
+                        per_worker,
+                        offset,
+                        self.num_workers,
+                        None if buffers is None else buffers[w],
+                        replay_buffer,
+                        self._weights,
+                        self._free[w],
+                        self._stop,
+                        child_conn,
+                    ),
+                    daemon=True,
+                    name=f"rlpace-collector-worker-{w}",
+                )
+                proc.start()
+                child_conn.close()
+                self._procs.append(proc)
+                self._conns.append(parent_conn)
+                offset += numel * len(chunk)
+        except Exception:
+            self.shutdown()
+            raise
+        self._next_worker = 0
+
+    # -- receiving ---------------------------------------------------------------
+
+    def _receive(self, workers: Sequence[int]) -> tuple[int, tuple]:
+        """One message from one of ``workers``; raises on errors, deaths and silence."""
+        conns = {self._conns[w]: w for w in workers}
+        sentinels = {self._procs[w].sentinel: w for w in workers}
+        deadline = time.monotonic() + self.worker_timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.shutdown()
+                raise TimeoutError(
+                    f"MultiCollector: no worker sent a batch for {self.worker_timeout}s; "
+                    "raise worker_timeout= for slow envs"
+                )
+            ready = wait([*conns, *sentinels], timeout=left)
+            readable = [c for c in ready if c in conns]
+            if readable:
+                # Round-robin among ready workers so none starves under sync=False.
+                readable.sort(key=lambda c: (conns[c] - self._next_worker) % self.num_workers)
+                conn = readable[0]
+                w = conns[conn]
+                try:
+                    msg = conn.recv()
+                except EOFError:
+                    msg = None
+                if msg is not None and msg[0] != "error":
+                    return w, msg
+                self._fail(w, None if msg is None else msg[1])
+            for s in ready:
+                if s in sentinels:
+                    w = sentinels[s]
+                    if self._conns[w].poll():
+                        break  # it said something before dying: read that first
+                    self._fail(w, None)
+
+    def _fail(self, worker: int, error: Any) -> None:
+        proc = self._procs[worker]
+        proc.join(1.0)
+        exitcode = proc.exitcode
+        self.shutdown()
+        if isinstance(error, BaseException):
+            raise error
+        if error is not None:
+            raise RuntimeError(f"MultiCollector worker {worker} failed: {error}")
+        raise WorkerDiedError(worker, exitcode)
+
+    def _take(self, worker: int, msg: tuple) -> TensorDictBase | None:
+        kind, payload, _version = msg
+        if kind == "written":
+            self.frames += payload
+            return None
+        batch = self._buffers[worker][payload].clone()
+        self._free[worker].release()
+        return batch
+
+    # -- public --------------------------------------------------------------------
+
+    def __iter__(self) -> Iterator[TensorDictBase | None]:
+        while self.total_frames == -1 or self.frames < self.total_frames:
+            yield self.next()
+
+    def next(self) -> TensorDictBase | None:
+        """Collect one batch (``None`` when workers wrote it to the replay buffer).
+
+        Raises:
+            EnvStepError: an env raised in a worker (names the env, chains the cause).
+            WorkerDiedError: a worker process ended unexpectedly.
+            TimeoutError: no worker reported for ``worker_timeout`` seconds.
+        """
+        if self._closed:
+            raise RuntimeError("MultiCollector was shut down; build a new one")
+        if self.sync:
+            parts = []
+            for w in range(self.num_workers):
+                _, msg = self._receive([w])
+                parts.append(self._take(w, msg))
+            batch = None if parts[0] is None else torch.cat(parts, 0)
+            if batch is None:
+                return None
+        else:
+            w, msg = self._receive(range(self.num_workers))
+            self._next_worker = (w + 1) % self.num_workers
+            batch = self._take(w, msg)
+            if batch is None:
+                return None
+        if self.total_frames != -1:
+            left = self.total_frames - self.frames
+            if left < batch.numel():
+                batch = batch[:left]
+        self.frames += batch.numel()
+        return batch
+
+    def update_policy_weights_(self, weights: TensorDictBase | dict | None = None) -> None:
+        """Publish new weights to every worker through shared memory (nothing pickled).
+
+        Args:
+            weights: a ``state_dict`` or TensorDict of parameters; ``None`` publishes
+                the current weights of the ``policy`` this collector holds.
+
+        Workers pick the new weights up before their next batch.
+        """
+        if self._weights is None:
+            raise TypeError(
+                "MultiCollector: weight updates need a torch.nn.Module policy; this one is "
+                f"a {type(self.policy).__name__}"
+            )
+        self._weights.publish(self.policy if weights is None else weights)
+        self.policy_version += 1
+
+    def shutdown(self, timeout: float = 2.0) -> None:
+        """Stop and join every worker (terminate, then kill, stragglers); idempotent."""
+        if self._closed and not self._procs:
+            return
+        self._closed = True
+        with contextlib.suppress(Exception):
+            self._stop.set()
+        for free in getattr(self, "_free", []):
+            with contextlib.suppress(Exception):
+                free.release()
+        deadline = time.monotonic() + timeout
+        for proc in self._procs:
+            proc.join(max(0.0, deadline - time.monotonic()))
+        for proc in self._procs:
+            if proc.is_alive():
+                proc.terminate()
+                proc.join(0.5)
+            if proc.is_alive():
+                proc.kill()
+                proc.join(0.5)
+            with contextlib.suppress(Exception):
+                proc.close()
+        for conn in getattr(self, "_conns", []):
+            with contextlib.suppress(Exception):
+                conn.close()
+        self._procs = []
+
+    def __enter__(self) -> MultiCollector:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self.shutdown()

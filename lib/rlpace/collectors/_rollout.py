@@ -1,0 +1,226 @@
+"""The stepping loop every collector shares: policy, step, record, reset where done.
+
+Private module: :class:`Rollout` is used by :class:`~rlpace.collectors.Collector` in
+the main process and by the worker processes of
+:class:`~rlpace.collectors.MultiCollector`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from tensordict import TensorDict, TensorDictBase
+
+TRAJ_KEY = ("collector", "traj_ids")
+ENV_KEY = ("collector", "env_ids")
+
+
+class EnvStepError(RuntimeError):
+    """An environment raised while collecting; names the env index, chains the original.
+
+    Attributes:
+        env_index: index of the failing env in the collector's list of envs.
+        original: the exception the env raised (or its text when it came from another
+            process and could not be pickled).
+
+    Example:
+        >>> err = EnvStepError(3, ValueError("bad action"))
+        >>> str(err)
+        "env 3 raised ValueError('bad action') while stepping; every worker was stopped"
+    """
+
+    def __init__(self, env_index: int, original: BaseException | str) -> None:
+        self.env_index = env_index
+        self.original = original
+        super().__init__(
+            f"env {env_index} raised {original!r} while stepping; every worker was stopped"
+        )
+
+    def __reduce__(self):
+        return (EnvStepError, (self.env_index, self.original))
+
+
+class WorkerDiedError(RuntimeError):
+    """A worker process ended without saying why (killed, crashed in C code).
+
+    Example:
+        >>> str(WorkerDiedError(1, -9))
+        'worker 1 died with exit code -9 (-9 = SIGKILL); every other worker was stopped'
+    """
+
+    def __init__(self, worker_index: int, exitcode: int | None) -> None:
+        self.worker_index = worker_index
+        self.exitcode = exitcode
+        hint = " (-9 = SIGKILL)" if exitcode == -9 else ""
+        super().__init__(
+            f"worker {worker_index} died with exit code {exitcode}{hint}; "
+            "every other worker was stopped"
+        )
+
+
+def policy_context(policy: Any):
+    """``torch.no_grad`` for modules (collection never needs a graph); a no-op otherwise."""
+    return torch.no_grad() if isinstance(policy, torch.nn.Module) else contextlib.nullcontext()
+
+
+def split_frames(frames_per_batch: int, env_batch_numel: int, who: str) -> int:
+    """Steps per batch; ``frames_per_batch`` must be a multiple of the env batch size."""
+    if frames_per_batch <= 0 or frames_per_batch % env_batch_numel:
+        raise ValueError(
+            f"{who}: frames_per_batch must be a positive multiple of the number of envs "
+            f"stepped together ({env_batch_numel}); got {frames_per_batch}. "
+            f"Use e.g. frames_per_batch={max(1, frames_per_batch // env_batch_numel) * env_batch_numel}."
+        )
+    return frames_per_batch // env_batch_numel
+
+
+class Rollout:
+    """Steps a list of envs with one policy and returns flat batches.
+
+    Envs may be batched (``batch_size=[n]``) or not; each env contributes
+    ``steps * numel(env.batch_size)`` frames per batch, laid out env by env with each
+    env's frames in time order, so one batch is ``[frames_per_batch]``.
+    ``("collector", "traj_ids")`` numbers trajectories uniquely within the rollout
+    (offset by ``traj_offset``), ``("collector", "env_ids")`` says which env (by
+    global index, offset by ``env_offset``) produced each frame.
+    """
+
+    def __init__(
+        self,
+        envs: Sequence[Any],
+        policy: Callable[[TensorDictBase], TensorDictBase],
+        frames_per_batch: int,
+        who: str,
+        env_offset: int = 0,
+        traj_offset: int = 0,
+        traj_stride: int = 1,
+    ) -> None:
+        self.envs = list(envs)
+        self.policy = policy
+        numels = [max(1, env.batch_size.numel()) for env in self.envs]
+        total = sum(numels)
+        self.steps = split_frames(frames_per_batch, total, who)
+        self.frames_per_batch = frames_per_batch
+        self.env_offset = env_offset
+        self._roots: list[TensorDictBase | None] = [None] * len(self.envs)
+        self._reward_keys = [list(env.reward_keys) for env in self.envs]
+        self._call_policy = direct_policy(policy)
+        self._traj: list[torch.Tensor] = []
+        self._env_ids: list[torch.Tensor] = []
+        start = env_offset
+        # Trajectory ids are unique across workers: worker k of K uses ids k, k+K, ...
+        self._next_traj = traj_offset
+        self._traj_stride = traj_stride
+        for env, n in zip(self.envs, numels, strict=True):
+            shape = env.batch_size
+            self._traj.append(self._fresh_ids(n).reshape(shape))
+            self._env_ids.append(torch.arange(start, start + n, dtype=torch.int64).reshape(shape))
+            start += n
+
+    def _fresh_ids(self, n: int) -> torch.Tensor:
+        ids = self._next_traj + self._traj_stride * torch.arange(n, dtype=torch.int64)
+        self._next_traj += self._traj_stride * n
+        return ids
+
+    def _env_index(self, local: int) -> int:
+        return self.env_offset + sum(max(1, env.batch_size.numel()) for env in self.envs[:local])
+
+    def collect(self) -> TensorDictBase:
+        """One batch of ``frames_per_batch`` frames; raises :class:`EnvStepError`."""
+        per_env = []
+        with policy_context(self.policy):
+            for i, env in enumerate(self.envs):
+                per_env.append(self._collect_env(i, env))
+        return per_env[0] if len(per_env) == 1 else torch.cat(per_env, 0)
+
+    def _collect_env(self, i: int, env: Any) -> TensorDictBase:
+        root = self._roots[i]
+        try:
+            if root is None:
+                root = env.reset()
+            traj = self._traj[i]
+            frames = []
+            trajs = []
+            policy = self._call_policy
+            reward_keys = self._reward_keys[i]
+            batched = bool(env.batch_size)
+            for _ in range(self.steps):
+                root = policy(root)
+                frame = env.step(root)
+                frames.append(frame)
+                trajs.append(traj)
+                nxt = frame.get("next")
+                root = nxt.exclude(*reward_keys)
+                done = nxt.get("done", None)
+                if done is not None and bool(done.any()):
+                    if batched:
+                        root.set("_reset", done.clone())
+                        root = env.reset(root)
+                    else:
+                        root = env.reset()
+                    done = done.reshape(traj.shape)
+                    traj = traj.masked_scatter(done, self._fresh_ids(int(done.sum())))
+            self._traj[i] = traj
+            self._roots[i] = root
+        except Exception as exc:  # noqa: BLE001 - re-raised with the env index
+            raise EnvStepError(self._env_index(i), exc) from exc
+        dim = len(env.batch_size)
+        stacked = torch.stack(frames, dim=dim)
+        stacked.set(TRAJ_KEY, torch.stack(trajs, dim=dim))
+        stacked.set(ENV_KEY, self._env_ids[i].unsqueeze(-1).expand(stacked.batch_size))
+        return stacked.reshape(-1)
+
+    def close(self) -> None:
+        for env in self.envs:
+            with contextlib.suppress(Exception):
+                if not env.is_closed:
+                    env.close()
+
+
+def direct_policy(policy: Any) -> Callable[[TensorDictBase], TensorDictBase]:
+    """A faster equivalent of ``policy`` for a plain ``TensorDictModule``.
+
+    A plain ``TensorDictModule`` reads ``in_keys``, calls its module and writes
+    ``out_keys``; doing that directly skips its per-call dispatch. Anything else
+    (sequences, probabilistic actors, plain callables) is called as is.
+    """
+    from tensordict.nn import TensorDictModule
+
+    if type(policy) is not TensorDictModule or policy.out_keys == []:
+        return policy
+    module = policy.module
+    in_keys = list(policy.in_keys)
+    out_keys = list(policy.out_keys)
+    if len(out_keys) == 1:
+        (out_key,) = out_keys
+
+        def call_one(td: TensorDictBase) -> TensorDictBase:
+            td.set(out_key, module(*[td.get(k) for k in in_keys]))
+            return td
+
+        return call_one
+
+    def call_many(td: TensorDictBase) -> TensorDictBase:
+        outs = module(*[td.get(k) for k in in_keys])
+        for key, value in zip(out_keys, outs, strict=True):
+            td.set(key, value)
+        return td
+
+    return call_many
+
+
+def load_weights(policy: Any, weights: TensorDictBase | dict) -> None:
+    """Copy ``weights`` (a state dict or a TensorDict of parameters) into ``policy`` in place."""
+    if not isinstance(policy, torch.nn.Module):
+        raise TypeError(
+            f"update_policy_weights_ needs a torch.nn.Module policy to load weights into; "
+            f"the policy is a {type(policy).__name__}. Wrap it in a TensorDictModule."
+        )
+    if isinstance(weights, TensorDictBase):
+        with torch.no_grad():
+            TensorDict.from_module(policy).update_(weights)
+    else:
+        policy.load_state_dict(weights)

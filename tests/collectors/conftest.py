@@ -1,0 +1,64 @@
+"""Shared helpers for the collector tests: envs, policies, a list-backed buffer."""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+import torch
+from tensordict import TensorDictBase
+
+from rlpace.collectors.testing import CountingEnv, make_mlp_policy
+
+
+class ListBuffer:
+    """The smallest thing with ``extend``: keeps every batch it is given."""
+
+    def __init__(self) -> None:
+        self.batches: list[TensorDictBase] = []
+
+    def extend(self, batch: TensorDictBase) -> None:
+        self.batches.append(batch.clone())
+
+    def __len__(self) -> int:
+        return sum(b.numel() for b in self.batches)
+
+
+@pytest.fixture
+def counting_env_fn():
+    """Picklable factory of an unbatched ``CountingEnv``."""
+    return functools.partial(CountingEnv, max_steps=4)
+
+
+@pytest.fixture
+def policy():
+    return make_mlp_policy()
+
+
+def assert_consistent_trajectories(batch: TensorDictBase) -> None:
+    """Within each env's frames: next obs of frame t is obs of frame t+1 unless done."""
+    env_ids = batch["collector", "env_ids"]
+    for env in env_ids.unique().tolist():
+        frames = batch[env_ids == env]
+        done = frames["next", "done"].squeeze(-1)
+        traj = frames["collector", "traj_ids"]
+        step_next = frames["next", "step_count"].squeeze(-1)
+        step = frames["step_count"].squeeze(-1)
+        assert torch.equal(step_next, step + 1), "each frame advances the step count by one"
+        for t in range(frames.numel() - 1):
+            if done[t]:
+                assert step[t + 1] == 0, "a done frame is followed by a reset"
+                assert traj[t + 1] != traj[t], "a reset starts a new trajectory id"
+            else:
+                assert torch.equal(frames["next", "observation"][t], frames["observation"][t + 1])
+                assert traj[t + 1] == traj[t]
+
+
+@pytest.fixture
+def list_buffer():
+    return ListBuffer()
+
+
+@pytest.fixture
+def check_trajectories():
+    return assert_consistent_trajectories
