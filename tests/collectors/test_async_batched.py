@@ -158,3 +158,14 @@ def test_process_backend_env_error_stops_everything():
         c.next()
     assert mp.active_children() == []
     assert c.server._thread is None
+
+
+def test_weight_updates_reach_the_server():
+    old, new = make_mlp_policy(seed=0), make_mlp_policy(seed=1)
+    with AsyncBatchedCollector([CountingEnv] * 2, old, frames_per_batch=8) as c:
+        c.next()
+        c.update_policy_weights_(new.state_dict())
+        c.next()  # frames requested before the update may still be in flight
+        batch = c.next()
+    with torch.no_grad():
+        assert torch.allclose(batch["action"], new.module(batch["observation"]), atol=1e-5)

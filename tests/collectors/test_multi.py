@@ -137,7 +137,7 @@ def test_workers_write_straight_into_a_shared_buffer(env_fns):
     )
     assert list(c) == [None, None]
     c.shutdown()
-    assert buffer.cursor.value >= 32
+    assert buffer.cursor.value == 32, "workers write exactly total_frames"
     assert (buffer.steps[:32] >= 0).all()
 
 
@@ -152,3 +152,26 @@ def test_spawn_start_method_works():
     assert batch.numel() == 8
     assert time.monotonic() - start < 30
     assert _children() == []
+
+
+def test_workers_extend_an_rlpace_data_buffer(env_fns):
+    from rlpace.data import ReplayBuffer, TensorStorage
+
+    rb = ReplayBuffer(storage=TensorStorage(100), batch_size=8)
+    with MultiCollector(
+        env_fns,
+        make_mlp_policy(),
+        frames_per_batch=8,
+        sync=False,
+        total_frames=24,
+        replay_buffer=rb,
+    ) as c:
+        assert list(c) == [None] * 3
+    assert len(rb) == 24
+    sample = rb.sample()
+    assert set(sample["collector", "env_ids"].tolist()) <= {0, 1, 2, 3}
+    assert torch.equal(sample["next", "step_count"], sample["step_count"] + 1)
+    with pytest.raises(ValueError, match="multiple of frames_per_batch=8"):
+        MultiCollector(
+            env_fns, make_mlp_policy(), frames_per_batch=8, total_frames=12, replay_buffer=rb
+        )

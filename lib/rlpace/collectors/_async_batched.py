@@ -12,6 +12,7 @@ import contextlib
 import itertools
 import queue
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -19,7 +20,14 @@ import torch
 from tensordict import TensorDictBase
 
 from rlpace.collectors._multi import resolve_policy
-from rlpace.collectors._rollout import ENV_KEY, TRAJ_KEY, EnvStepError
+from rlpace.collectors._rollout import (
+    ENV_KEY,
+    TRAJ_KEY,
+    EnvStepError,
+    WorkerDiedError,
+    root_keys_after_step,
+    stack_frames,
+)
 from rlpace.collectors._server import InferenceServer, ServerStats
 from rlpace.collectors._single import check_total_frames, resolve_env
 from rlpace.collectors._transports import TransportClosed, make_transport
@@ -29,6 +37,7 @@ BACKENDS = ("threading", "multiprocessing", "ray")
 SUPPORTED = {
     ("threading", "threading"): "env threads, SlotTransport or ThreadingTransport",
     ("multiprocessing", "multiprocessing"): "env processes, SharedMemorySlotTransport",
+    ("ray", "ray"): "env Ray actors, RayTransport, server in the driver",
 }
 
 
@@ -91,6 +100,12 @@ class AsyncBatchedCollector:
         server_timeout: seconds the server waits for ``min_batch_size`` requests.
         replay_buffer: an object with ``extend``; batches go there, iteration yields
             ``None``.
+        start_method: for ``env_backend="multiprocessing"``: ``"fork"`` (default where
+            available), ``"spawn"`` or ``"forkserver"``; never set globally.
+        ray_address: for ``backend="ray"`` when Ray is not initialized yet: the
+            cluster address passed to ``ray.init`` (``None``: a local instance).
+        ray_actor_options: ``.options(...)`` for every env actor (default
+            ``{"num_cpus": 0}``, so more envs than CPUs fit on one machine).
 
     Example:
         >>> from functools import partial
@@ -124,6 +139,8 @@ class AsyncBatchedCollector:
         server_timeout: float = 0.002,
         replay_buffer: Any | None = None,
         start_method: str | None = None,
+        ray_address: str | None = None,
+        ray_actor_options: dict[str, Any] | None = None,
     ) -> None:
         who = type(self).__name__
         self._closed = True
@@ -161,8 +178,10 @@ class AsyncBatchedCollector:
         self._error: tuple[int, BaseException] | None = None
         if self.env_backend == "threading":
             self._start_threads(env_fns, transport)
-        else:
+        elif self.env_backend == "multiprocessing":
             self._start_processes(env_fns, transport, start_method)
+        else:
+            self._start_ray(env_fns, transport, ray_address, ray_actor_options)
 
     def _start_threads(self, env_fns: Sequence[Callable[[], Any]], transport: Any) -> None:
         who = type(self).__name__
@@ -239,25 +258,56 @@ class AsyncBatchedCollector:
         self._closed = False
         self.server.start()
 
+    def _start_ray(
+        self,
+        env_fns: Sequence[Callable[[], Any]],
+        transport: Any,
+        address: str | None,
+        actor_options: dict[str, Any] | None,
+    ) -> None:
+        from rlpace.collectors._ray import RayTransport, import_ray
+
+        if transport not in (None, "ray"):
+            raise ValueError(
+                f"AsyncBatchedCollector: Ray env actors use the Ray transport; got "
+                f"transport={transport!r}. Pass transport=None or 'ray'."
+            )
+        ray = import_ray()
+        if not ray.is_initialized():
+            ray.init(address=address, include_dashboard=False, log_to_driver=False)
+        self.transport = RayTransport(
+            list(env_fns), self._request_keys, self._results, self._credits, actor_options
+        )
+        self.server = InferenceServer(
+            self.policy, self.transport, *self._batch_limits, self.server_timeout
+        )
+        self._closed = False
+        self.server.start()
+
     def _env_loop(self, slot: int, env: Any) -> None:
         transport = self.transport
         results = self._results
-        credits = self._credits
         stop = self._stop
         keys = self._request_keys
         reward_keys = list(env.reward_keys)
+        # Back-pressure without a shared lock: pause while the consumer lags far behind.
+        cap = 2 * self.frames_per_batch
+        keep = None  # root keys after a step: next's entries minus rewards (select < exclude)
         try:
             root = env.reset()
             traj = next(self._traj_counter)
             while not stop.is_set():
-                if not credits.acquire(timeout=0.1):
+                if results.qsize() >= cap:
+                    time.sleep(0.0005)
                     continue
                 transport.submit(slot, root.select(*keys) if keys else root)
                 transport.receive_into(slot, root)
                 frame = env.step(root)
                 results.put((slot, traj, frame))
                 nxt = frame.get("next")
-                root = nxt.exclude(*reward_keys)
+                if keep is None:
+                    keep = root_keys_after_step(nxt, reward_keys)
+                root = nxt.select(*keep) if keep else nxt.exclude(*reward_keys)
                 done = nxt.get("done", None)
                 if done is not None and bool(done.any()):
                     root = env.reset()
@@ -278,6 +328,8 @@ class AsyncBatchedCollector:
         if self.server.error is not None:
             exc = self.server.error
             self.shutdown()
+            if isinstance(exc, (EnvStepError, WorkerDiedError)):
+                raise exc
             raise RuntimeError(
                 f"AsyncBatchedCollector: the inference server failed: {exc!r}"
             ) from exc
@@ -343,7 +395,7 @@ class AsyncBatchedCollector:
             slots.append(slot)
             trajs.append(traj)
         self._credits.release(len(frames))
-        batch = torch.stack(frames, 0)
+        batch = stack_frames(frames)
         env_ids = torch.tensor(slots)
         batch.set(ENV_KEY, env_ids)
         batch.set(TRAJ_KEY, torch.tensor(trajs))
@@ -373,14 +425,14 @@ class AsyncBatchedCollector:
             return
         self._closed = True
         self._stop.set()
-        if getattr(self, "transport", None) is not None:
-            self.transport.close()
+        self._credits.release(2 * self.frames_per_batch + len(self._threads) + 1)
         if getattr(self, "server", None) is not None:
             self.server.stop()
+        if getattr(self, "transport", None) is not None:
+            self.transport.close()
         if self._pool is not None:
             self._pool.shutdown()
             self._pool = None
-        self._credits.release(len(self._threads) + 1)
         for thread in self._threads:
             thread.join(2.0)
         self._threads = []

@@ -110,14 +110,15 @@ def _worker_main(
                 if os.getppid() != parent:
                     return  # the parent died: nobody will read our batches
                 continue
+            if stop.is_set():
+                break  # shutdown releases the semaphores to wake us; that is no grant
             if weights is not None:
                 seen = weights.pull(policy, seen)
             batch = rollout.collect()
             if replay_buffer is not None:
                 replay_buffer.extend(batch)
                 conn.send(("written", batch.numel(), seen))
-                free.release()
-                continue
+                continue  # the parent grants the next batch, so it can stop at total_frames
             buffers[slot].update_(batch)
             conn.send(("batch", slot, seen))
             slot ^= 1
@@ -222,6 +223,11 @@ class MultiCollector:
                 f"{who}: replay_buffer needs an extend(batch) method; "
                 f"got {type(replay_buffer).__name__}"
             )
+        if replay_buffer is not None and total_frames != -1 and total_frames % frames_per_batch:
+            raise ValueError(
+                f"{who}: with replay_buffer=, workers write whole batches, so total_frames "
+                f"must be a multiple of frames_per_batch={frames_per_batch}; got {total_frames}"
+            )
         method = start_method or default_start_method()
         ctx = mp.get_context(method)
 
@@ -245,7 +251,11 @@ class MultiCollector:
             SharedWeights(self.policy, ctx) if isinstance(self.policy, torch.nn.Module) else None
         )
         self._stop = ctx.Event()
-        self._free = [ctx.Semaphore(2) for _ in chunks]
+        # Batch buffers: two per worker, so a worker runs one batch ahead. Replay-buffer
+        # writes: the parent grants each batch, so exactly total_frames get written.
+        self._free = [ctx.Semaphore(0 if replay_buffer is not None else 2) for _ in chunks]
+        self._per_worker = per_worker
+        self._granted = 0
         self._conns = []
         self._closed = False
         worker_policy = self.policy if policy_factory is None else None
@@ -282,6 +292,15 @@ class MultiCollector:
             self.shutdown()
             raise
         self._next_worker = 0
+        if replay_buffer is not None:
+            for w in range(self.num_workers):
+                self._grant(w)
+
+    def _grant(self, worker: int) -> None:
+        """Let ``worker`` write one more batch, unless that would pass total_frames."""
+        if self.total_frames == -1 or self._granted + self._per_worker <= self.total_frames:
+            self._granted += self._per_worker
+            self._free[worker].release()
 
     # -- receiving ---------------------------------------------------------------
 
@@ -334,6 +353,7 @@ class MultiCollector:
         kind, payload, _version = msg
         if kind == "written":
             self.frames += payload
+            self._grant(worker)
             return None
         batch = self._buffers[worker][payload].clone()
         self._free[worker].release()

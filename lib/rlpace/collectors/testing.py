@@ -25,7 +25,7 @@ from tensordict import TensorDict, TensorDictBase
 from torchrl.data import Bounded, Composite, Unbounded
 from torchrl.envs import EnvBase
 
-__all__ = ["CountingEnv", "make_mlp_policy"]
+__all__ = ["CountingEnv", "OneHotArgmax", "make_mlp_policy"]
 
 
 class CountingEnv(EnvBase):
@@ -117,14 +117,30 @@ class CountingEnv(EnvBase):
             torch.manual_seed(seed)
 
 
-def make_mlp_policy(obs_dim: int = 4, act_dim: int = 1, hidden: int = 64, seed: int = 0):
+class OneHotArgmax(torch.nn.Module):
+    """Turns logits into a one-hot action (greedy), e.g. for gymnasium's CartPole.
+
+    Example:
+        >>> OneHotArgmax()(torch.tensor([[0.1, 0.9]]))
+        tensor([[0, 1]])
+    """
+
+    def forward(self, logits: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.one_hot(logits.argmax(-1), logits.shape[-1])
+
+
+def make_mlp_policy(
+    obs_dim: int = 4, act_dim: int = 1, hidden: int = 64, seed: int = 0, one_hot: bool = False
+):
     """A deterministic tanh MLP policy ``"observation"`` → ``"action"`` as a TensorDictModule.
 
     Args:
         obs_dim: input size.
-        act_dim: output size.
+        act_dim: output size (number of actions when ``one_hot``).
         hidden: width of the two hidden layers.
         seed: seed for the initial weights (same seed, same weights).
+        one_hot: output a greedy one-hot action over ``act_dim`` actions (discrete
+            envs such as CartPole) instead of a continuous one in ``[-1, 1]``.
 
     Example:
         >>> import torch
@@ -143,7 +159,7 @@ def make_mlp_policy(obs_dim: int = 4, act_dim: int = 1, hidden: int = 64, seed: 
         torch.nn.Linear(hidden, hidden),
         torch.nn.Tanh(),
         torch.nn.Linear(hidden, act_dim),
-        torch.nn.Tanh(),
+        OneHotArgmax() if one_hot else torch.nn.Tanh(),
     )
     with torch.no_grad():
         for p in net.parameters():
