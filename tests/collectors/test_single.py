@@ -94,3 +94,17 @@ def test_replay_buffer_receives_batches(counting_env_fn, policy, list_buffer):
     out = list(Collector(counting_env_fn, policy, 6, total_frames=12, replay_buffer=buffer))
     assert out == [None, None]
     assert len(buffer) == 12
+
+
+def test_stack_frames_keeps_non_tensor_entries_and_ragged_frames():
+    from tensordict import LazyStackedTensorDict, NonTensorData, TensorDict
+
+    from rlpace.collectors._rollout import stack_frames
+
+    dense = [TensorDict({"obs": torch.zeros(3), "text": NonTensorData("hi")}) for _ in range(2)]
+    out = stack_frames(dense)
+    assert out["obs"].shape == (2, 3) and out["text"] == ["hi", "hi"]
+    ragged = [TensorDict({"tokens": torch.zeros(n)}) for n in (2, 5)]
+    lazy = stack_frames(ragged)
+    assert isinstance(lazy, LazyStackedTensorDict)
+    assert [t.shape[0] for t in lazy.get("tokens", as_list=True)] == [2, 5]

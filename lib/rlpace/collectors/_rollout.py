@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from tensordict import TensorDict, TensorDictBase
+from tensordict import LazyStackedTensorDict, TensorDict, TensorDictBase, is_leaf_nontensor
 
 TRAJ_KEY = ("collector", "traj_ids")
 ENV_KEY = ("collector", "env_ids")
@@ -246,8 +246,15 @@ def stack_frames(frames: list[TensorDictBase], dim: int = 0) -> TensorDictBase:
     shape = list(first.batch_size)
     shape.insert(dim, len(frames))
     out = TensorDict(batch_size=shape)
-    for key in first.keys(True, True):
-        out.set(key, torch.stack([f.get(key) for f in frames], dim))
+    try:
+        # is_leaf_nontensor: text and other non-tensor entries are leaves too, so they
+        # are stacked along with the tensors instead of silently dropped
+        for key in first.keys(True, True, is_leaf=is_leaf_nontensor):
+            out.set(key, torch.stack([f.get(key) for f in frames], dim))
+    except RuntimeError:
+        # ragged frames (token sequences of different lengths) cannot be stacked
+        # densely; a lazy stack keeps each element as it is
+        return LazyStackedTensorDict.lazy_stack(frames, dim)
     return out
 
 

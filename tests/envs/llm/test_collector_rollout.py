@@ -55,3 +55,28 @@ def test_padded_outputs_have_fixed_widths(tok, tiny_model):
     assert env.observation_spec["tokens"].shape == (2, 24)
     td = TransformersPolicy(tiny_model, tok, {"max_new_tokens": 5})(td)
     assert td["tokens_response"].shape == td["log_probs"].shape == (2, 5)
+
+
+def test_ragged_rollout_through_an_rlpace_collector_keeps_each_length(tok, tiny_model):
+    from tensordict import LazyStackedTensorDict
+
+    from rlpace.collectors import Collector
+    from rlpace.envs.llm import LLMEnv, TransformersPolicy
+
+    torch.manual_seed(0)
+    env = LLMEnv(ArithmeticDataset(size=32, seed=0), tokenizer=tok, batch_size=4, max_length=32)
+    policy = TransformersPolicy(tiny_model, tok, {"max_new_tokens": 3})
+    with Collector(env, policy, frames_per_batch=8, total_frames=16) as collector:
+        batches = list(collector)
+    assert [b.batch_size for b in batches] == [torch.Size([8])] * 2
+    for batch in batches:
+        assert isinstance(batch, LazyStackedTensorDict)  # ragged: not padded to one width
+        tokens = batch.get("tokens", as_list=True)
+        masks = batch.get("attention_mask", as_list=True)
+        assert len(tokens) == 8
+        assert [t.shape for t in tokens] == [m.shape for m in masks]
+        assert all(m.all() for m in masks)  # no padding anywhere
+        for text, toks in zip(batch["text"], tokens, strict=True):
+            assert tok.decode(toks.tolist(), skip_special_tokens=False).endswith(text[-3:])
+    traj = torch.cat([b["collector", "traj_ids"] for b in batches])
+    assert traj.unique().numel() == 16

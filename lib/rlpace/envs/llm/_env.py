@@ -46,9 +46,9 @@ class LLMEnv(EnvBase):
         all of them, ``as_nested_tensor=True`` a jagged nested tensor; no padding
         anywhere. With ``padded=True``: ``[B, max_length]`` tensors *left*-padded with
         the pad token, and a boolean mask; the fixed width makes every step's output
-        the same shape, so rollouts and collectors can stack them densely. Use
-        ``padded=True`` with ``rlpace.collectors.Collector``, which stacks densely;
-        ``env.rollout`` handles both layouts. ``prompt_truncated`` (``[B, 1]``) is
+        the same shape, so rollouts and collectors can stack them densely. Both
+        layouts go through ``env.rollout`` and ``rlpace.collectors.Collector`` (a
+        ragged batch comes out as a lazy stack). ``prompt_truncated`` (``[B, 1]``) is
         True where the prompt was cut to ``max_length`` tokens (see below).
 
     Actions:
