@@ -106,7 +106,7 @@ class CalibrationConfig:
 
     runs: int = 10
     """A/A comparisons to form (N)."""
-    repeats: int = 3
+    repeats: int = 4
     """Suite runs per side of one comparison (K, as in ``pr``)."""
     pool: int | None = None
     """Suite runs to execute; default ``2 × repeats × runs`` (every comparison has runs

@@ -89,8 +89,9 @@ class PipelineConfig:
     """The base revision (any git revision); the head is the working tree of ``repo``."""
     sets: tuple[str, ...] = ("cpu",)
     """Benchmark sets to run, each compared and reported on its own."""
-    repeats: int = 3
-    """Runs per side (K); base and head alternate ABBA across them."""
+    repeats: int = 4
+    """Runs per side (K); base and head alternate ABBA across them. Even K balances the
+    order (each side has the same mean position), so linear drift cancels."""
     out_dir: Path = Path("reports/pr")
     """Where ``<set>.md``, ``<set>.seed.md`` and ``<set>.json`` go."""
     quick: bool = False

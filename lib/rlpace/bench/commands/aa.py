@@ -4,7 +4,7 @@ Example:
     >>> from rlpace.bench.cli import build_parser
     >>> args = build_parser().parse_args(["aa", "--runs", "8", "--inject", "test_rb=0.1"])
     >>> args.runs, args.repeats, args.inject
-    (8, 3, 'test_rb=0.1')
+    (8, 4, 'test_rb=0.1')
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ HELP = "A/A calibration: false-alarm rate, per-benchmark noise and detectable ch
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the ``aa`` options."""
     parser.add_argument("--runs", type=int, default=10, help="A/A comparisons (default 10)")
-    parser.add_argument("--repeats", type=int, default=3, help="runs per side (default 3)")
+    parser.add_argument("--repeats", type=int, default=4, help="runs per side (default 4)")
     parser.add_argument(
         "--pool", type=int, default=None, help="suite runs to draw from (default 2*repeats*runs)"
     )

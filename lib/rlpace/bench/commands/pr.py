@@ -4,7 +4,7 @@ Example:
     >>> from rlpace.bench.cli import build_parser
     >>> args = build_parser().parse_args(["pr", "--base", "main", "--sets", "cpu,gpu", "--quick"])
     >>> args.base, args.sets, args.quick, args.repeats
-    ('main', 'cpu,gpu', True, 3)
+    ('main', 'cpu,gpu', True, 4)
 """
 
 from __future__ import annotations
@@ -27,7 +27,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the ``pr`` options."""
     parser.add_argument("--base", default="HEAD", help="base revision (default HEAD)")
     parser.add_argument("--sets", default="cpu", help="comma-separated sets: cpu, gpu")
-    parser.add_argument("--repeats", type=int, default=3, help="runs per side, ABBA (default 3)")
+    parser.add_argument(
+        "--repeats", type=int, default=4, help="runs per side, ABBA (default 4: even, so balanced)"
+    )
     parser.add_argument("--out-dir", default="reports/pr", help="where reports go")
     parser.add_argument(
         "--quick", action="store_true", help="2 repeats, shorter timing, no torchrl twins"
