@@ -29,15 +29,33 @@ Example:
 
 from __future__ import annotations
 
+import fnmatch
 import itertools
+import os
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Case", "SkipCase", "Timed", "case", "registered_cases"]
+__all__ = [
+    "SLOWDOWN_ENV",
+    "Case",
+    "SkipCase",
+    "Timed",
+    "case",
+    "parse_slowdown",
+    "registered_cases",
+    "slowdown_for",
+]
 
 SETS = ("cpu", "gpu")
 DEVICE_OF_SET = {"cpu": "cpu", "gpu": "cuda"}
+
+#: Environment variable that injects a known slowdown into chosen cases, e.g.
+#: ``RLPACE_BENCH_SLOWDOWN="test_sum=0.1,test_rb_*[rlpace*=0.25"``: every call of a
+#: matching case takes ``1 + fraction`` times as long. Used by ``rlpace-bench aa``
+#: to measure detection power and by the pipeline's own tests.
+SLOWDOWN_ENV = "RLPACE_BENCH_SLOWDOWN"
 
 
 class SkipCase(Exception):  # noqa: N818 - reads as a statement: "skip case: <reason>"
@@ -139,16 +157,128 @@ class Case:
         for combo in itertools.product(*self.values(set_name)):
             yield dict(zip(self.param_names, combo, strict=True))
 
+    def test_id(self, **params: Any) -> str:
+        """The pytest id of one combination, ``name[v1-v2]``, as result files name it.
+
+        Example:
+            >>> Case("test_x", lambda n, impl: None, {"impl": ("rlpace",), "n": (8,)}).test_id(
+            ...     impl="rlpace", n=8
+            ... )
+            'test_x[rlpace-8]'
+        """
+        if not self.param_names:
+            return self.name
+        return f"{self.name}[{'-'.join(str(params[p]) for p in self.param_names)}]"
+
     def make(self, **params: Any) -> Timed:
-        """Run the setup for one combination and return its :class:`Timed`."""
+        """Run the setup for one combination and return its :class:`Timed`.
+
+        When :data:`SLOWDOWN_ENV` names this combination, the timed callable is wrapped
+        so each call takes ``1 + fraction`` times as long (see :func:`slowdown_for`).
+        """
         out = self.setup(**params)
         if isinstance(out, Timed):
-            return out
-        if callable(out):
-            return Timed(out)
-        raise TypeError(
-            f"case {self.name!r}: setup must return a callable or a Timed, got {type(out).__name__}"
-        )
+            timed = out
+        elif callable(out):
+            timed = Timed(out)
+        else:
+            raise TypeError(
+                f"case {self.name!r}: setup must return a callable or a Timed, "
+                f"got {type(out).__name__}"
+            )
+        fraction = slowdown_for(self.test_id(**params))
+        if fraction > 0:
+            timed.fn = _slowed_down(timed.fn, fraction)
+            timed.extra_info["injected_slowdown"] = fraction
+        return timed
+
+
+def parse_slowdown(spec: str) -> tuple[tuple[str, float], ...]:
+    """Parse a :data:`SLOWDOWN_ENV` value into ``(pattern, fraction)`` pairs.
+
+    The value is ``PATTERN=FRACTION[,PATTERN=FRACTION...]``. A pattern with ``*`` or
+    ``?`` is a glob over the whole test id (``test_x[rlpace-8]``); any other pattern
+    matches as a substring. ``FRACTION`` is the extra time per call: ``0.1`` = 10%.
+
+    Example:
+        >>> parse_slowdown("test_sum=0.1, test_rb_*=0.25")
+        (('test_sum', 0.1), ('test_rb_*', 0.25))
+        >>> parse_slowdown("")
+        ()
+    """
+    pairs = []
+    for item in spec.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        pattern, sep, value = item.rpartition("=")
+        try:
+            fraction = float(value)
+        except ValueError:
+            fraction = -1.0
+        if not sep or not pattern.strip() or not 0 <= fraction <= 100:
+            raise ValueError(
+                f"{SLOWDOWN_ENV}: expected PATTERN=FRACTION items separated by commas, with "
+                f"FRACTION a number in [0, 100] (0.1 = 10% slower); got {item!r}. "
+                f"Fix: e.g. {SLOWDOWN_ENV}='test_sum=0.1'"
+            )
+        pairs.append((pattern.strip(), fraction))
+    return tuple(pairs)
+
+
+def slowdown_for(test_id: str, spec: str | None = None) -> float:
+    """The injected slowdown fraction for ``test_id`` (0.0 when none applies).
+
+    ``spec`` defaults to the :data:`SLOWDOWN_ENV` environment variable; when several
+    patterns match, the last one wins.
+
+    Example:
+        >>> slowdown_for("test_sum[10]", "test_sum=0.1")
+        0.1
+        >>> slowdown_for("test_sum[10]", "test_rb_*=0.5")
+        0.0
+        >>> slowdown_for("test_sum[10]", "*[10]=0.2")
+        0.2
+    """
+    if spec is None:
+        spec = os.environ.get(SLOWDOWN_ENV, "")
+    fraction = 0.0
+    for pattern, value in parse_slowdown(spec):
+        if "*" in pattern or "?" in pattern:
+            hit = fnmatch.fnmatchcase(test_id, pattern.replace("[", "[[]"))
+        else:
+            hit = pattern in test_id
+        if hit:
+            fraction = value
+    return fraction
+
+
+def _slowed_down(fn: Callable[[], Any], fraction: float) -> Callable[[], Any]:
+    """Wrap ``fn`` so each call waits ``fraction`` of its own duration afterwards.
+
+    Short waits spin (``time.sleep`` is too coarse for calls of a few microseconds);
+    long ones sleep all but the last :data:`_SPIN_S` and spin the rest, because a
+    process that spins for milliseconds on a busy machine is preempted and overshoots.
+    """
+    clock = time.perf_counter
+
+    def slowed() -> Any:
+        start = clock()
+        out = fn()
+        end = clock()
+        deadline = end + (end - start) * fraction
+        if deadline - end > 2 * _SPIN_S:
+            time.sleep(deadline - end - _SPIN_S)
+        while clock() < deadline:
+            pass
+        return out
+
+    slowed.__wrapped__ = fn  # type: ignore[attr-defined]
+    return slowed
+
+
+_SPIN_S = 0.0005
+"""The last stretch of an injected wait that is spun rather than slept."""
 
 
 _REGISTRY: dict[str, Case] = {}

@@ -1,0 +1,603 @@
+"""A/A calibration: how often the comparator cries wolf here, and what it can detect.
+
+``rlpace-bench aa`` runs the suite against itself. It executes a *pool* of suite runs,
+each a fresh process of the same code, and forms ``runs`` A/A comparisons from it,
+each taking ``repeats`` runs per side exactly as the ``pr`` pipeline does (disjoint
+runs when the pool holds ``2 × repeats × runs`` of them, the default). From those:
+
+- the **false-alarm rate**: the fraction of A/A comparisons that flag at least one
+  benchmark, with the comparator's own gates, and again with the calibrated noise
+  (each comparison judged with noise calibrated on the *other* comparisons, so the
+  figure is not flattered by fitting its own data);
+- per benchmark, the **spread** of the A/A change (standard deviation, %), the
+  **noise gate** the comparator should require of a change (``z × spread`` with
+  ``z`` Bonferroni-corrected so the whole suite stays under ``family_alpha``, and never
+  below the largest A/A change seen), and the **minimal detectable change** at 80%
+  power: ``max(gate, threshold) + z₀.₈ × spread``;
+- with ``inject`` (an :data:`~rlpace.bench.suite.SLOWDOWN_ENV` spec), a second pool
+  runs with that slowdown and each injected benchmark's **detection rate** is the
+  fraction of comparisons (clean vs slowed) that flag it as worsened.
+
+The figures come from :class:`Calibration`, written versioned to ``<set>.json``; the
+``pr`` command reads its noise with ``--noise``.
+
+Example:
+    >>> gate, spread, mdc = noise_gate([1.0, -1.0, 0.5, -0.5], n_benchmarks=1)
+    >>> round(spread, 3), round(gate, 2), round(mdc, 2)
+    (0.913, 1.79, 5.77)
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rlpace.bench.errors import BenchInputError
+
+__all__ = [
+    "CALIBRATION_FORMAT",
+    "CALIBRATION_VERSION",
+    "BenchmarkNoise",
+    "Calibration",
+    "CalibrationConfig",
+    "noise_gate",
+    "read_calibration",
+    "run_calibration",
+]
+
+CALIBRATION_FORMAT = "rlpace-bench-calibration"
+CALIBRATION_VERSION = 1
+POWER = 0.8
+
+
+def noise_gate(
+    changes_pct: Sequence[float],
+    *,
+    n_benchmarks: int,
+    family_alpha: float = 0.05,
+    threshold: float = 5.0,
+    power: float = POWER,
+) -> tuple[float, float, float]:
+    """Noise gate, spread and minimal detectable change of one benchmark, in percent.
+
+    Args:
+        changes_pct: the benchmark's change in each A/A comparison (%).
+        n_benchmarks: benchmarks in the suite (Bonferroni over all of them).
+        family_alpha: the chance, per PR run, of flagging anything in an A/A run.
+        threshold: the comparator's effect threshold (%).
+        power: detection probability the minimal detectable change is defined for.
+
+    Returns:
+        ``(gate, spread, mdc)``: an A/A change exceeds ``gate`` with probability about
+        ``family_alpha / n_benchmarks``; ``spread`` is the standard deviation of the
+        A/A change; a true change of ``mdc`` is flagged with probability ``power``.
+
+    Example:
+        >>> [round(x, 2) for x in noise_gate([2.0, -2.0, 1.0, -1.0], n_benchmarks=10)]
+        [5.12, 1.83, 6.66]
+    """
+    from scipy.stats import norm
+
+    values = [c for c in changes_pct if math.isfinite(c)]
+    if len(values) < 2:
+        return math.nan, math.nan, math.nan
+    mean = sum(values) / len(values)
+    spread = math.sqrt(sum((c - mean) ** 2 for c in values) / (len(values) - 1))
+    z = float(norm.ppf(1 - family_alpha / (2 * max(n_benchmarks, 1))))
+    gate = max(z * spread, max(abs(c) for c in values))
+    mdc = max(gate, threshold) + float(norm.ppf(power)) * spread
+    return gate, spread, mdc
+
+
+@dataclass(frozen=True)
+class CalibrationConfig:
+    """What ``rlpace-bench aa`` runs.
+
+    Example:
+        >>> CalibrationConfig(runs=5, repeats=2).effective_pool
+        20
+    """
+
+    runs: int = 10
+    """A/A comparisons to form (N)."""
+    repeats: int = 4
+    """Suite runs per side of one comparison (K, as in ``pr``)."""
+    pool: int | None = None
+    """Suite runs to execute; default ``2 × repeats × runs`` (every comparison has runs
+    of its own). A smaller pool reuses runs across comparisons (cheaper, less independent)."""
+    set_name: str = "cpu"
+    """The benchmark set."""
+    keyword: str | None = None
+    """pytest ``-k`` expression choosing cases."""
+    threshold: float = 5.0
+    """The comparator's effect threshold, in percent."""
+    alpha: float = 0.05
+    """The comparator's false-discovery rate."""
+    family_alpha: float = 0.05
+    """Target chance that an A/A PR run flags anything (sets the noise gates)."""
+    inject: str | None = None
+    """An ``RLPACE_BENCH_SLOWDOWN`` spec for the detection-power runs, e.g. ``'test_=0.1'``."""
+    out_dir: Path = Path("reports/aa")
+    """Where ``<set>.json`` and ``<set>.md`` go."""
+    repo: Path = Path(".")
+    """The repository whose suite runs."""
+    settings: Any = None
+    """:class:`~rlpace.bench.runner.RunSettings`; default ones when None."""
+    seed: int = 0
+    """Seed of the random assignment of pool runs to comparisons."""
+    reuse_runs: bool = False
+    """Recompute the figures from the pool files of an earlier run instead of running."""
+
+    def __post_init__(self) -> None:
+        if self.runs < 1 or self.repeats < 1:
+            raise BenchInputError(
+                f"--runs and --repeats: expected integers >= 1, got {self.runs} and {self.repeats}"
+            )
+        if self.pool is not None and self.pool < 2 * self.repeats:
+            raise BenchInputError(
+                f"--pool: expected at least 2 x repeats = {2 * self.repeats} runs (one "
+                f"comparison's worth), got {self.pool}"
+            )
+        if self.inject is not None:
+            from rlpace.bench.suite import parse_slowdown
+
+            try:
+                if not parse_slowdown(self.inject):
+                    raise ValueError(f"--inject: expected PATTERN=FRACTION, got {self.inject!r}")
+            except ValueError as exc:
+                raise BenchInputError(str(exc)) from None
+
+    @property
+    def effective_pool(self) -> int:
+        """Suite runs of the clean pool."""
+        return self.pool if self.pool is not None else 2 * self.repeats * self.runs
+
+
+@dataclass(frozen=True)
+class BenchmarkNoise:
+    """The A/A figures of one benchmark.
+
+    Example:
+        >>> BenchmarkNoise("t.py::a", 2, (1.0, -1.0), 0, 1.4, 3.0, 6.2, 2.5).noise_fraction
+        0.03
+    """
+
+    fullname: str
+    comparisons: int
+    """A/A comparisons where this benchmark had a finite change."""
+    changes_pct: tuple[float, ...]
+    """The A/A change (median, %, positive = faster) of each comparison."""
+    flagged: int
+    """A/A comparisons that flagged it (improved or worsened) without calibrated noise."""
+    spread_pct: float
+    """Standard deviation of the A/A change."""
+    gate_pct: float
+    """Calibrated noise: the change a PR must exceed to be flagged."""
+    mdc_pct: float
+    """Minimal detectable change at 80% power, given the gate and threshold."""
+    comparator_mdc_pct: float
+    """The comparator's own minimal detectable change (median over comparisons)."""
+    injected: float = 0.0
+    """Injected slowdown fraction for the detection runs (0 when none)."""
+    detected: float | None = None
+    """Fraction of clean-vs-slowed comparisons flagging it worsened, calibrated noise on."""
+    detected_raw: float | None = None
+    """The same without calibrated noise."""
+
+    @property
+    def noise_fraction(self) -> float:
+        """The gate as a fraction for :func:`rlpace.bench.compare.compare_runs` (≤ 1)."""
+        if not math.isfinite(self.gate_pct):
+            return 1.0
+        return round(min(self.gate_pct / 100, 1.0), 6)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """An A/A calibration of one set on one machine.
+
+    Example:
+        >>> cal = Calibration("cpu", 4, 2, 16, 5.0, 0.05, 0.05, 0.25, 0.0, ())
+        >>> cal.to_dict()["format"]
+        'rlpace-bench-calibration'
+    """
+
+    set_name: str
+    runs: int
+    repeats: int
+    pool: int
+    threshold: float
+    alpha: float
+    family_alpha: float
+    false_alarm_rate: float
+    """Fraction of A/A comparisons flagging anything, comparator alone."""
+    false_alarm_rate_calibrated: float
+    """The same with calibrated noise (held out: each judged by the others' noise)."""
+    benchmarks: tuple[BenchmarkNoise, ...]
+    bare_threshold_rate: float = math.nan
+    """The seed bot's rule, ops change beyond ±threshold: fraction of A/A comparisons
+    where it flags anything."""
+    bare_threshold_share: float = math.nan
+    """The seed bot's rule: mean share of benchmarks it flags per A/A comparison."""
+    inject: str | None = None
+    environment: Mapping[str, Any] = field(default_factory=dict)
+    draws: tuple[tuple[tuple[int, ...], tuple[int, ...]], ...] = ()
+    """Per A/A comparison, the clean-pool runs of side A and side B (``clean-<i>.json``)."""
+    runs_dir: str = ""
+    """Where the pool's result files are (``clean-<i>.json``, ``slow-<i>.json``)."""
+
+    def noise_fractions(self) -> dict[str, float]:
+        """``fullname → gate`` as fractions, the ``noise`` argument of ``compare_runs``."""
+        return {b.fullname: b.noise_fraction for b in self.benchmarks}
+
+    def to_dict(self) -> dict[str, Any]:
+        """The versioned JSON form (NaN becomes None)."""
+        data = asdict(self)
+        data["benchmarks"] = [
+            {**asdict(b), "noise_fraction": b.noise_fraction} for b in self.benchmarks
+        ]
+        return {"format": CALIBRATION_FORMAT, "version": CALIBRATION_VERSION, **_finite(data)}
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
+def read_calibration(path: Path) -> Calibration:
+    """Read a calibration file written by ``rlpace-bench aa``.
+
+    Raises:
+        BenchInputError: the file is missing, not a calibration, or of another version.
+
+    Example:
+        >>> read_calibration(Path("missing.json"))
+        Traceback (most recent call last):
+        ...
+        rlpace.bench.errors.BenchInputError: missing.json: expected a calibration file from `rlpace-bench aa`, found no file. Fix: run `rlpace-bench aa` or drop --noise
+    """
+    if not path.is_file():
+        raise BenchInputError(
+            f"{path}: expected a calibration file from `rlpace-bench aa`, found no file. "
+            "Fix: run `rlpace-bench aa` or drop --noise"
+        )
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise BenchInputError(f"{path}: expected JSON, got a parse error: {exc}") from None
+    if not isinstance(data, dict) or data.get("format") != CALIBRATION_FORMAT:
+        raise BenchInputError(
+            f"{path}: expected format {CALIBRATION_FORMAT!r}, got "
+            f"{data.get('format') if isinstance(data, dict) else type(data).__name__!r}. "
+            "Fix: pass a file written by `rlpace-bench aa`"
+        )
+    if data.get("version") != CALIBRATION_VERSION:
+        raise BenchInputError(
+            f"{path}: calibration version {data.get('version')!r}, this rlpace reads version "
+            f"{CALIBRATION_VERSION}. Fix: rerun `rlpace-bench aa` to recalibrate"
+        )
+
+    def num(x: Any) -> float:
+        return math.nan if x is None else float(x)
+
+    benchmarks = tuple(
+        BenchmarkNoise(
+            fullname=b["fullname"],
+            comparisons=int(b["comparisons"]),
+            changes_pct=tuple(num(c) for c in b["changes_pct"]),
+            flagged=int(b["flagged"]),
+            spread_pct=num(b["spread_pct"]),
+            gate_pct=num(b["gate_pct"]),
+            mdc_pct=num(b["mdc_pct"]),
+            comparator_mdc_pct=num(b["comparator_mdc_pct"]),
+            injected=float(b.get("injected") or 0.0),
+            detected=b.get("detected"),
+            detected_raw=b.get("detected_raw"),
+        )
+        for b in data["benchmarks"]
+    )
+    return Calibration(
+        set_name=data["set_name"],
+        runs=int(data["runs"]),
+        repeats=int(data["repeats"]),
+        pool=int(data["pool"]),
+        threshold=float(data["threshold"]),
+        alpha=float(data["alpha"]),
+        family_alpha=float(data["family_alpha"]),
+        false_alarm_rate=float(data["false_alarm_rate"]),
+        false_alarm_rate_calibrated=float(data["false_alarm_rate_calibrated"]),
+        benchmarks=benchmarks,
+        bare_threshold_rate=num(data.get("bare_threshold_rate")),
+        bare_threshold_share=num(data.get("bare_threshold_share")),
+        inject=data.get("inject"),
+        environment=data.get("environment") or {},
+        draws=tuple((tuple(a), tuple(b)) for a, b in data.get("draws", [])),
+        runs_dir=data.get("runs_dir", ""),
+    )
+
+
+def _draws(
+    pool: int, runs: int, repeats: int, rng: random.Random
+) -> list[tuple[list[int], list[int]]]:
+    """For each comparison, the pool indices of side A and side B (disjoint within one)."""
+    draws = []
+    order: list[int] = []
+    for _ in range(runs):
+        if len(order) < 2 * repeats:
+            order = list(range(pool))
+            rng.shuffle(order)
+        picked, order = order[: 2 * repeats], order[2 * repeats :]
+        draws.append((sorted(picked[:repeats]), sorted(picked[repeats:])))
+    return draws
+
+
+def run_calibration(
+    config: CalibrationConfig, *, on_run: Callable[[int, int], None] | None = None
+) -> Calibration:
+    """Run the A/A pools, form the comparisons and compute the figures; write the files.
+
+    Args:
+        config: what to run.
+        on_run: called as ``(done, total)`` after each suite run (progress).
+
+    Returns:
+        The calibration (also written to ``<out_dir>/<set>.json`` and ``<set>.md``).
+
+    Example:
+        >>> cal = run_calibration(CalibrationConfig(runs=10, repeats=2))  # doctest: +SKIP
+        >>> cal.false_alarm_rate_calibrated  # doctest: +SKIP
+        0.0
+    """
+    from rlpace.bench.compare import Verdict, compare_runs
+    from rlpace.bench.pipeline import extra_environ, repository_root, suite_present
+    from rlpace.bench.results import load_results, merge_runs
+    from rlpace.bench.runner import RunSettings, run
+    from rlpace.bench.suite import SLOWDOWN_ENV
+
+    repo = repository_root(config.repo)
+    if not suite_present(repo):
+        raise BenchInputError(f"expected a benchmark suite under {repo}, found none")
+    settings = config.settings or RunSettings()
+    runs_dir = repo / "build" / "rlpace-bench" / "aa" / config.set_name
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    if not config.reuse_runs:
+        for stale in runs_dir.glob("*.json"):
+            stale.unlink()
+    clean_n = config.effective_pool
+    slow_n = config.repeats * config.runs if config.inject else 0
+    # interleave clean and slowed runs (ABBA) so drift hits both pools alike
+    schedule: list[tuple[str, int]] = []
+    for i in range(max(clean_n, slow_n)):
+        pair = [("clean", i), ("slow", i)] if i % 2 == 0 else [("slow", i), ("clean", i)]
+        schedule += [(kind, j) for kind, j in pair if j < (clean_n if kind == "clean" else slow_n)]
+    frames: dict[str, list[Any]] = {"clean": [None] * clean_n, "slow": [None] * slow_n}
+    for done, (kind, j) in enumerate(schedule, start=1):
+        output = runs_dir / f"{kind}-{j}.json"
+        if config.reuse_runs:
+            if not output.is_file():
+                raise BenchInputError(
+                    f"--reuse-runs: expected the earlier run {output}, found none. Fix: run "
+                    "`rlpace-bench aa` with the same --runs/--repeats/--pool/--inject first"
+                )
+            frames[kind][j] = load_results(output)
+            continue
+        env = {SLOWDOWN_ENV: config.inject or ""} if kind == "slow" else {SLOWDOWN_ENV: ""}
+        for _attempt in range(2):  # one retry: a long pool should survive one stray failure
+            with extra_environ(env):
+                outcome = run(
+                    set_name=config.set_name,
+                    output=output,
+                    keyword=config.keyword,
+                    settings=settings,
+                    root=repo,
+                    python=sys.executable,
+                    quiet=True,
+                )
+            if output.is_file() and outcome.benchmarks > 0:
+                break
+        if not output.is_file() or outcome.benchmarks == 0:
+            raise BenchInputError(
+                f"A/A run {done} of set {config.set_name!r} timed nothing (pytest exit "
+                f"{outcome.returncode}); expected results to calibrate. Fix: check "
+                f"`rlpace-bench run --set {config.set_name}` runs here"
+            )
+        frames[kind][j] = load_results(output)
+        if on_run is not None:
+            on_run(done, len(schedule))
+
+    rng = random.Random(config.seed)
+    draws = _draws(clean_n, config.runs, config.repeats, rng)
+    merged = {}
+
+    def side(kind: str, idx: list[int]):
+        key = (kind, tuple(idx))
+        if key not in merged:
+            merged[key] = merge_runs([frames[kind][i] for i in idx])
+        return merged[key]
+
+    def compare(a, b, noise=None):
+        return compare_runs(b, a, threshold=config.threshold, alpha=config.alpha, noise=noise)
+
+    flagged_kinds = (Verdict.WORSENED, Verdict.IMPROVED)
+    aa = [compare(side("clean", a), side("clean", b)) for a, b in draws]
+    names = [r.fullname for r in aa[0].rows]
+    changes: dict[str, list[float]] = {n: [] for n in names}
+    comp_mdc: dict[str, list[float]] = {n: [] for n in names}
+    flagged: dict[str, int] = dict.fromkeys(names, 0)
+    for comparison in aa:
+        for row in comparison.rows:
+            if row.fullname not in changes:
+                continue
+            changes[row.fullname].append(row.median_change_pct)
+            comp_mdc[row.fullname].append(row.mdc_pct)
+            flagged[row.fullname] += row.verdict in flagged_kinds
+    false_alarms = sum(any(r.verdict in flagged_kinds for r in c.rows) for c in aa) / len(aa)
+    bare = [sum(c.threshold_counts()) for c in aa]
+    bare_rate = sum(n > 0 for n in bare) / len(aa)
+    bare_share = sum(n / max(len(c.rows), 1) for n, c in zip(bare, aa)) / len(aa)
+
+    def gates(exclude: int | None = None) -> dict[str, tuple[float, float, float]]:
+        return {
+            n: noise_gate(
+                [c for i, c in enumerate(changes[n]) if i != exclude],
+                n_benchmarks=len(names),
+                family_alpha=config.family_alpha,
+                threshold=config.threshold,
+            )
+            for n in names
+        }
+
+    def as_noise(g: Mapping[str, tuple[float, float, float]]) -> dict[str, float]:
+        return {n: min(v[0] / 100, 1.0) for n, v in g.items() if math.isfinite(v[0])}
+
+    held_out = 0
+    if config.runs >= 3:
+        for i, (a, b) in enumerate(draws):
+            judged = compare(side("clean", a), side("clean", b), as_noise(gates(exclude=i)))
+            held_out += any(r.verdict in flagged_kinds for r in judged.rows)
+        false_alarms_calibrated = held_out / len(draws)
+    else:
+        false_alarms_calibrated = math.nan
+    final = gates()
+    noise = as_noise(final)
+
+    detected: dict[str, list[bool]] = {n: [] for n in names}
+    detected_raw: dict[str, list[bool]] = {n: [] for n in names}
+    if config.inject:
+        for i, (a, _) in enumerate(draws):
+            slowed = list(range(i * config.repeats, (i + 1) * config.repeats))
+            for store, nz in ((detected, noise), (detected_raw, None)):
+                result = compare(side("clean", a), side("slow", slowed), nz)
+                for row in result.rows:
+                    if row.fullname in store:
+                        store[row.fullname].append(row.verdict is Verdict.WORSENED)
+
+    from rlpace.bench.suite import slowdown_for
+
+    benchmarks = []
+    for n in names:
+        gate, spread, mdc = final[n]
+        finite = [c for c in comp_mdc[n] if math.isfinite(c)]
+        injected = slowdown_for(n.rsplit("::", 1)[-1], config.inject or "")
+        benchmarks.append(
+            BenchmarkNoise(
+                fullname=n,
+                comparisons=sum(math.isfinite(c) for c in changes[n]),
+                changes_pct=tuple(round(c, 4) for c in changes[n]),
+                flagged=flagged[n],
+                spread_pct=spread,
+                gate_pct=gate,
+                mdc_pct=mdc,
+                comparator_mdc_pct=sorted(finite)[len(finite) // 2] if finite else math.nan,
+                injected=injected,
+                detected=_rate(detected[n]) if config.inject else None,
+                detected_raw=_rate(detected_raw[n]) if config.inject else None,
+            )
+        )
+    calibration = Calibration(
+        set_name=config.set_name,
+        runs=config.runs,
+        repeats=config.repeats,
+        pool=clean_n,
+        threshold=config.threshold,
+        alpha=config.alpha,
+        family_alpha=config.family_alpha,
+        false_alarm_rate=false_alarms,
+        false_alarm_rate_calibrated=false_alarms_calibrated,
+        benchmarks=tuple(benchmarks),
+        bare_threshold_rate=bare_rate,
+        bare_threshold_share=bare_share,
+        inject=config.inject,
+        environment=_environment_of(runs_dir / "clean-0.json"),
+        draws=tuple((tuple(a), tuple(b)) for a, b in draws),
+        runs_dir=str(runs_dir),
+    )
+    write_calibration(
+        calibration, config.out_dir if config.out_dir.is_absolute() else repo / config.out_dir
+    )
+    return calibration
+
+
+def _rate(hits: list[bool]) -> float | None:
+    return sum(hits) / len(hits) if hits else None
+
+
+def _environment_of(result_file: Path) -> dict[str, Any]:
+    try:
+        info = json.loads(result_file.read_text()).get("machine_info", {})
+    except (OSError, json.JSONDecodeError):
+        return {}
+    env = info.get("rlpace") or {}
+    return {k: env.get(k) for k in ("cpu", "cpu_count", "python", "torch") if k in env}
+
+
+def write_calibration(calibration: Calibration, out_dir: Path) -> tuple[Path, Path]:
+    """Write ``<set>.json`` (versioned data) and ``<set>.md`` (a table) under ``out_dir``.
+
+    Example:
+        >>> write_calibration(cal, Path("reports/aa"))  # doctest: +SKIP
+        (PosixPath('reports/aa/cpu.json'), PosixPath('reports/aa/cpu.md'))
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    json_path = out_dir / f"{calibration.set_name}.json"
+    json_path.write_text(json.dumps(calibration.to_dict(), indent=2) + "\n", encoding="utf-8")
+    md_path = out_dir / f"{calibration.set_name}.md"
+    md_path.write_text(format_calibration(calibration), encoding="utf-8")
+    return json_path, md_path
+
+
+def _pct(x: float | None, digits: int = 1) -> str:
+    return "n/a" if x is None or not math.isfinite(x) else f"{x:.{digits}f}%"
+
+
+def format_calibration(calibration: Calibration) -> str:
+    """A markdown summary of a calibration: the rates, then one row per benchmark.
+
+    Example:
+        >>> cal = Calibration("cpu", 4, 2, 16, 5.0, 0.05, 0.05, 0.25, 0.0, ())
+        >>> print(format_calibration(cal).splitlines()[0])
+        ## A/A calibration, cpu set: 4 comparisons of 2 runs per side (pool of 16 runs)
+    """
+    c = calibration
+    lines = [
+        f"## A/A calibration, {c.set_name} set: {c.runs} comparisons of {c.repeats} runs "
+        f"per side (pool of {c.pool} runs)",
+        "",
+        f"- runs flagging anything, bare ±{c.threshold:g}% on ops (seed bot): "
+        f"**{_pct(100 * c.bare_threshold_rate, 0)}** of runs, "
+        f"{_pct(100 * c.bare_threshold_share, 0)} of benchmarks per run",
+        f"- runs flagging anything, comparator alone: **{c.false_alarm_rate:.0%}**",
+        f"- runs flagging anything, with calibrated noise (held out): "
+        f"**{_pct(100 * c.false_alarm_rate_calibrated, 0)}**",
+        f"- threshold {c.threshold:g}%, FDR alpha {c.alpha:g}, family alpha {c.family_alpha:g}",
+    ]
+    if c.inject:
+        lines.append(f"- injected slowdown for detection power: `{c.inject}`")
+    header = "| benchmark | A/A spread | noise gate | MDC (80% power) | A/A flagged |"
+    sep = "| --- | ---: | ---: | ---: | ---: |"
+    if c.inject:
+        header += " injected | detected | detected (no calibration) |"
+        sep += " ---: | ---: | ---: |"
+    lines += ["", header, sep]
+    for b in c.benchmarks:
+        row = (
+            f"| `{b.fullname.rsplit('::', 1)[-1]}` | {_pct(b.spread_pct, 2)} | "
+            f"{_pct(b.gate_pct)} | {_pct(b.mdc_pct)} | {b.flagged}/{b.comparisons} |"
+        )
+        if c.inject:
+            det = "–" if b.detected is None else f"{b.detected:.0%}"
+            raw = "–" if b.detected_raw is None else f"{b.detected_raw:.0%}"
+            row += f" {_pct(100 * b.injected, 0)} | {det} | {raw} |"
+        lines.append(row)
+    return "\n".join(lines) + "\n"

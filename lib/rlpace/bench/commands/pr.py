@@ -1,0 +1,119 @@
+"""``rlpace-bench pr``: the working tree against a base revision, reports in ``--out-dir``.
+
+Example:
+    >>> from rlpace.bench.cli import build_parser
+    >>> args = build_parser().parse_args(["pr", "--base", "main", "--sets", "cpu,gpu", "--quick"])
+    >>> args.base, args.sets, args.quick, args.repeats
+    ('main', 'cpu,gpu', True, 4)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rlpace.bench.errors import BenchInputError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rlpace.bench.pipeline import PipelineConfig
+
+NAME = "pr"
+HELP = "Benchmark the working tree against a base revision (ABBA, fresh processes) and report."
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare the ``pr`` options."""
+    parser.add_argument("--base", default="HEAD", help="base revision (default HEAD)")
+    parser.add_argument("--sets", default="cpu", help="comma-separated sets: cpu, gpu")
+    parser.add_argument(
+        "--repeats", type=int, default=4, help="runs per side, ABBA (default 4: even, so balanced)"
+    )
+    parser.add_argument("--out-dir", default="reports/pr", help="where reports go")
+    parser.add_argument(
+        "--quick", action="store_true", help="2 repeats, shorter timing, no torchrl twins"
+    )
+    parser.add_argument("-k", dest="keyword", default=None, help="pytest -k expression")
+    parser.add_argument("--threshold", type=float, default=5.0, help="effect threshold in %%")
+    parser.add_argument("--alpha", type=float, default=0.05, help="false discovery rate")
+    parser.add_argument(
+        "--noise",
+        default=None,
+        help="calibration file from `rlpace-bench aa` (default: reports/calibration/<set>.json "
+        "when it exists)",
+    )
+    parser.add_argument(
+        "--base-env",
+        choices=("auto", "overlay", "full", "current"),
+        default="auto",
+        help="how the base gets its Python environment (default auto)",
+    )
+    parser.add_argument(
+        "--max-time", type=float, default=None, help="seconds of timed rounds per case"
+    )
+    parser.add_argument(
+        "--cache-dir",
+        default=None,
+        help="base worktrees, environments and raw runs (default build/rlpace-bench)",
+    )
+    parser.add_argument(
+        "--fail-on-regression", action="store_true", help="exit 1 when a benchmark worsened"
+    )
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run the pipeline; 0 on success (1 with --fail-on-regression and a regression)."""
+    from dataclasses import replace
+
+    from rlpace.bench.pipeline import PipelineConfig
+    from rlpace.bench.runner import RunSettings
+
+    settings = None
+    if args.max_time is not None:
+        settings = replace(RunSettings(), max_time=args.max_time)
+    sets = tuple(s.strip() for s in args.sets.split(",") if s.strip())
+    config = PipelineConfig(
+        base=args.base,
+        sets=sets,
+        repeats=args.repeats,
+        out_dir=Path(args.out_dir),
+        quick=args.quick,
+        keyword=args.keyword,
+        threshold=args.threshold,
+        alpha=args.alpha,
+        noise_file=Path(args.noise) if args.noise else None,
+        base_env=args.base_env,
+        cache_dir=Path(args.cache_dir) if args.cache_dir else None,
+        settings=settings,
+    )
+    return run_pr_command(config, fail_on_regression=args.fail_on_regression)
+
+
+def run_pr_command(config: PipelineConfig, *, fail_on_regression: bool = False) -> int:
+    """Run :func:`rlpace.bench.pipeline.run_pr` with a progress bar and print the summary.
+
+    Example:
+        >>> run_pr_command(PipelineConfig(quick=True))  # doctest: +SKIP
+        0
+    """
+    from rich.console import Console
+
+    from rlpace.bench.pipeline import PipelineError, run_pr
+    from rlpace.bench.pr_progress import RichProgress, print_summary
+
+    console = Console(stderr=True)
+    try:
+        with RichProgress(console) as progress:
+            outcomes = run_pr(config, progress=progress)
+    except PipelineError as exc:
+        print(f"rlpace-bench pr: {exc}", file=sys.stderr)
+        return 1
+    except ValueError as exc:
+        if isinstance(exc, BenchInputError):
+            raise
+        raise BenchInputError(str(exc)) from exc
+    print_summary(outcomes, Console())
+    if fail_on_regression and any(o.flagged for o in outcomes):
+        return 1
+    return 0

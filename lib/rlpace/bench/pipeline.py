@@ -1,0 +1,551 @@
+"""The ``pr`` pipeline: the working tree (head) against a base revision, told truthfully.
+
+Steps, for each benchmark set:
+
+1. check the base revision out in its own ``git worktree`` (cached per commit) and
+   give it a Python environment (cached by a hash of its pinned requirements, see
+   :func:`prepare_base_python`);
+2. run the set ``repeats`` times per side, interleaved base/head then head/base
+   (ABBA...), each run a fresh pytest process through :func:`rlpace.bench.runner.run`,
+   so drift of the machine hits both sides alike;
+3. merge the samples per side and hand them to
+   :func:`rlpace.bench.compare.compare_runs`;
+4. write ``<out_dir>/<set>.md`` (rlpace style), ``<set>.seed.md`` (seed style) and
+   ``<set>.json`` (the comparison as data).
+
+A set that cannot run here (the GPU set without CUDA) is skipped with a note and
+does not fail the pipeline.
+
+Example:
+    >>> abba_schedule(3)
+    [(0, 'base'), (0, 'head'), (1, 'head'), (1, 'base'), (2, 'base'), (2, 'head')]
+    >>> run_pr(PipelineConfig(base="HEAD", sets=("cpu",)))  # doctest: +SKIP
+    [SetOutcome(set_name='cpu', ...)]
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rlpace.bench.base_revision import (
+    BASE_ENV_MODES,
+    BaseCheckout,
+    PipelineError,
+    checkout_base,
+    prepare_base_python,
+    repository_root,
+    requirements_hash,
+)
+from rlpace.bench.errors import BenchInputError
+from rlpace.bench.runner import SUITE_DIR, RunOutcome, RunSettings, run
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rlpace.bench.compare import BenchmarkChange, Comparison
+
+__all__ = [
+    "BASE_ENV_MODES",
+    "BaseCheckout",
+    "PipelineConfig",
+    "PipelineError",
+    "ProgressSink",
+    "SetOutcome",
+    "SideRuns",
+    "abba_schedule",
+    "checkout_base",
+    "extra_environ",
+    "prepare_base_python",
+    "repository_root",
+    "requirements_hash",
+    "run_interleaved",
+    "run_pr",
+]
+
+CALIBRATION_DIR = Path("reports") / "calibration"
+"""Checked-in A/A calibrations, ``<set>.json``, used when ``--noise`` is not given."""
+QUICK_KEYWORD = "not torchrl"
+"""``--quick`` drops the torchrl twins: a change to rlpace cannot move them."""
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    """What ``rlpace-bench pr`` compares and how.
+
+    Example:
+        >>> cfg = PipelineConfig(base="main", quick=True)
+        >>> cfg.effective_repeats, cfg.effective_keyword
+        (2, 'not torchrl')
+    """
+
+    base: str = "HEAD"
+    """The base revision (any git revision); the head is the working tree of ``repo``."""
+    sets: tuple[str, ...] = ("cpu",)
+    """Benchmark sets to run, each compared and reported on its own."""
+    repeats: int = 4
+    """Runs per side (K); base and head alternate ABBA across them. Even K balances the
+    order (each side has the same mean position), so linear drift cancels."""
+    out_dir: Path = Path("reports/pr")
+    """Where ``<set>.md``, ``<set>.seed.md`` and ``<set>.json`` go."""
+    quick: bool = False
+    """A smaller, faster run: 2 repeats, shorter timing, no torchrl twins."""
+    keyword: str | None = None
+    """A pytest ``-k`` expression choosing cases (combined with ``--quick``'s)."""
+    threshold: float = 5.0
+    """Percent change below which a significant difference is still called noise."""
+    alpha: float = 0.05
+    """False-discovery rate of the comparator's tests."""
+    noise_file: Path | None = None
+    """A calibration file from ``rlpace-bench aa`` with per-benchmark noise."""
+    base_env: str = "auto"
+    """How the base gets its Python: ``auto`` (``overlay`` when its pinned
+    requirements equal the head's, else ``full``), ``overlay``, ``full`` or
+    ``current`` (this interpreter, the base's ``lib`` first on the path)."""
+    repo: Path = Path(".")
+    """The head repository (its working tree is the head)."""
+    cache_dir: Path | None = None
+    """Base worktrees, environments and raw runs; default ``<repo>/build/rlpace-bench``."""
+    settings: RunSettings | None = None
+    """Timing settings; default :class:`~rlpace.bench.runner.RunSettings`, shorter with ``quick``."""
+    head_environ: Mapping[str, str] = field(default_factory=dict)
+    """Extra environment variables for head runs only (e.g. an injected slowdown)."""
+
+    def __post_init__(self) -> None:
+        if self.repeats < 1:
+            raise BenchInputError(f"--repeats: expected an integer >= 1, got {self.repeats}")
+        if self.base_env not in BASE_ENV_MODES:
+            raise BenchInputError(
+                f"--base-env: expected one of {', '.join(BASE_ENV_MODES)}, got {self.base_env!r}"
+            )
+        for name in self.sets:
+            if name not in ("cpu", "gpu"):
+                raise BenchInputError(
+                    f"--sets: expected a comma-separated list of cpu and gpu, got {name!r} "
+                    "among them; fix: e.g. --sets cpu,gpu"
+                )
+        if not self.sets:
+            raise BenchInputError("--sets: expected at least one of cpu, gpu; got none")
+
+    @property
+    def effective_repeats(self) -> int:
+        """Runs per side after ``quick`` (at most 2 when quick)."""
+        return min(self.repeats, 2) if self.quick else self.repeats
+
+    @property
+    def effective_keyword(self) -> str | None:
+        """The ``-k`` expression after ``quick``."""
+        if not self.quick:
+            return self.keyword
+        return f"({self.keyword}) and {QUICK_KEYWORD}" if self.keyword else QUICK_KEYWORD
+
+    @property
+    def effective_settings(self) -> RunSettings:
+        """Timing settings after ``quick`` (a third of the timing per case)."""
+        settings = self.settings or RunSettings()
+        if self.quick and self.settings is None:
+            settings = replace(settings, max_time=settings.max_time / 3)
+        return settings
+
+
+@dataclass(frozen=True)
+class SideRuns:
+    """The result files of one set: per side, in the order they ran.
+
+    Example:
+        >>> SideRuns("cpu", (Path("b0.json"),), (Path("h0.json"),)).repeats
+        1
+    """
+
+    set_name: str
+    base: tuple[Path, ...]
+    head: tuple[Path, ...]
+    skipped: str | None = None
+    """Why the set produced nothing (e.g. no CUDA), or None."""
+
+    @property
+    def repeats(self) -> int:
+        """Completed runs per side."""
+        return min(len(self.base), len(self.head))
+
+
+def abba_schedule(repeats: int) -> list[tuple[int, str]]:
+    """The run order: ``(repeat, side)`` pairs, base first in even repeats, head first in odd.
+
+    Example:
+        >>> abba_schedule(2)
+        [(0, 'base'), (0, 'head'), (1, 'head'), (1, 'base')]
+    """
+    order: list[tuple[int, str]] = []
+    for k in range(repeats):
+        sides = ("base", "head") if k % 2 == 0 else ("head", "base")
+        order += [(k, side) for side in sides]
+    return order
+
+
+@contextlib.contextmanager
+def extra_environ(extra: Mapping[str, str]) -> Iterator[None]:
+    """Set ``extra`` in ``os.environ`` for the runs inside; restore it afterwards.
+
+    Example:
+        >>> with extra_environ({"RLPACE_DEMO": "1"}):
+        ...     os.environ["RLPACE_DEMO"]
+        '1'
+        >>> "RLPACE_DEMO" in os.environ
+        False
+    """
+    saved = {key: os.environ.get(key) for key in extra}
+    os.environ.update(extra)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def run_interleaved(
+    *,
+    set_name: str,
+    sides: Mapping[str, tuple[Path, Path]],
+    runs_dir: Path,
+    repeats: int,
+    settings: RunSettings,
+    keyword: str | None = None,
+    environ: Mapping[str, Mapping[str, str]] | None = None,
+    on_run: Callable[[int, str, RunOutcome], None] | None = None,
+) -> SideRuns:
+    """Run ``set_name`` ``repeats`` times per side, ABBA, each in a fresh process.
+
+    Args:
+        set_name: ``cpu`` or ``gpu``.
+        sides: ``{"base": (tree, python), "head": (tree, python)}``.
+        runs_dir: where ``<side>-<k>.json`` files go (emptied first).
+        repeats: runs per side.
+        settings: timing settings of every run.
+        keyword: pytest ``-k`` expression.
+        environ: per side, extra environment variables for its runs.
+        on_run: called after each run with ``(k, side, outcome)`` (progress).
+
+    Returns:
+        The result files per side. When the first base/head pair timed nothing
+        (every case skipped, e.g. no CUDA), stops there with ``skipped`` set.
+
+    Raises:
+        PipelineError: a run failed before writing any result.
+
+    Example:
+        >>> run_interleaved(set_name="cpu", sides={"base": (Path("wt"), Path("py")),
+        ...     "head": (Path("."), Path("py"))}, runs_dir=Path("r"), repeats=3,
+        ...     settings=RunSettings())  # doctest: +SKIP
+        SideRuns(set_name='cpu', base=(...), head=(...), skipped=None)
+    """
+    shutil.rmtree(runs_dir, ignore_errors=True)
+    runs_dir.mkdir(parents=True)
+    files: dict[str, list[Path]] = {"base": [], "head": []}
+    counts: dict[str, list[int]] = {"base": [], "head": []}
+    for k, side in abba_schedule(repeats):
+        tree, python = sides[side]
+        output = runs_dir / f"{side}-{k}.json"
+        with extra_environ((environ or {}).get(side, {})):
+            outcome = run(
+                set_name=set_name,
+                output=output,
+                keyword=keyword,
+                settings=settings,
+                root=tree,
+                python=str(python),
+                quiet=True,
+            )
+        if not output.is_file():
+            raise PipelineError(
+                f"{side} run {k + 1} of set {set_name!r} in {tree} failed (pytest exit "
+                f"{outcome.returncode}) before timing anything. Fix: reproduce with "
+                f"`{python} -m rlpace.bench run --set {set_name} --root {tree}`"
+                + (f"\npytest said:\n{outcome.log[-2000:]}" if outcome.log else "")
+            )
+        files[side].append(output)
+        counts[side].append(outcome.benchmarks)
+        if on_run is not None:
+            on_run(k, side, outcome)
+        first_pair_done = k == 0 and len(counts["base"]) == len(counts["head"]) == 1
+        if first_pair_done and counts["base"][0] == counts["head"][0] == 0:
+            why = (
+                "no CUDA device on this machine"
+                if set_name == "gpu"
+                else "every case skipped or none was selected"
+            )
+            return SideRuns(set_name, tuple(files["base"]), tuple(files["head"]), why)
+    return SideRuns(set_name, tuple(files["base"]), tuple(files["head"]))
+
+
+def suite_present(tree: Path) -> bool:
+    """Whether ``tree`` holds a benchmark suite.
+
+    Example:
+        >>> suite_present(Path("/nonexistent"))
+        False
+    """
+    return (tree / SUITE_DIR).is_dir()
+
+
+@dataclass(frozen=True)
+class SetOutcome:
+    """What the pipeline produced for one set.
+
+    Example:
+        >>> SetOutcome("gpu", None, skipped="no CUDA device on this machine").flagged
+        ()
+    """
+
+    set_name: str
+    comparison: Comparison | None
+    """The comparison, or None when the set was skipped."""
+    skipped: str | None = None
+    """Why the set was skipped, or None."""
+    reports: tuple[Path, ...] = ()
+    """The files written: ``<set>.md``, ``<set>.seed.md``, ``<set>.json``."""
+    runs: SideRuns | None = None
+
+    @property
+    def flagged(self) -> tuple[BenchmarkChange, ...]:
+        """Benchmarks whose verdict is a regression."""
+        if self.comparison is None:
+            return ()
+        from rlpace.bench.compare import Verdict
+
+        return self.comparison.by_verdict(Verdict.WORSENED)
+
+
+REPORT_STYLES = {"rlpace": "{set}.md", "seed": "{set}.seed.md"}
+"""Rendered report styles and their file names under ``out_dir``."""
+
+
+def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> list[SetOutcome]:
+    """Benchmark the working tree against ``config.base`` and write the reports.
+
+    Args:
+        config: what to compare and how.
+        progress: receives one call per finished run (the CLI shows a progress bar).
+
+    Returns:
+        One outcome per set, in ``config.sets`` order.
+
+    Raises:
+        BenchInputError: no git repository, no benchmark suite, an unknown base.
+        PipelineError: git, the base environment or a benchmark run failed.
+
+    Example:
+        >>> outcomes = run_pr(PipelineConfig(base="HEAD", quick=True))  # doctest: +SKIP
+        >>> [o.set_name for o in outcomes]  # doctest: +SKIP
+        ['cpu']
+    """
+    from rlpace.bench.compare import compare_runs
+    from rlpace.bench.environment import require_compatible_runs
+    from rlpace.bench.results import load_results, merge_runs
+
+    repo = repository_root(config.repo)
+    if not suite_present(repo):
+        raise BenchInputError(
+            f"expected a benchmark suite at {repo / SUITE_DIR}, found none. "
+            "Fix: run `rlpace-bench pr` from the repository root"
+        )
+    cache = (config.cache_dir or repo / "build" / "rlpace-bench").resolve()
+    out_dir = config.out_dir if config.out_dir.is_absolute() else repo / config.out_dir
+    sha, base_tree = checkout_base(repo, config.base, cache)
+    if not suite_present(base_tree):
+        raise BenchInputError(
+            f"--base {config.base} ({sha[:12]}) has no benchmark suite at {SUITE_DIR}; "
+            "expected one to compare against. Fix: choose a base that has the suite"
+        )
+    base_python, mode = prepare_base_python(base_tree, repo, cache, config.base_env)
+    base = BaseCheckout(config.base, sha, base_tree, base_python, mode)
+    if progress is not None:
+        progress.started(base, config)
+    outcomes = []
+    for set_name in config.sets:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        if set_name == "gpu" and not cuda_available(Path(sys.executable)):
+            skipped = SideRuns(set_name, (), (), "no CUDA device on this machine")
+            outcomes.append(_write_skipped(out_dir, set_name, skipped, base))
+            continue
+        noise_file = config.noise_file or repo / CALIBRATION_DIR / f"{set_name}.json"
+        noise = load_noise(noise_file) if config.noise_file or noise_file.is_file() else None
+        if progress is not None:
+            progress.set_started(set_name, 2 * config.effective_repeats)
+        runs = run_interleaved(
+            set_name=set_name,
+            sides={"base": (base.tree, base.python), "head": (repo, Path(sys.executable))},
+            runs_dir=cache / "runs" / set_name,
+            repeats=config.effective_repeats,
+            settings=config.effective_settings,
+            keyword=config.effective_keyword,
+            environ={
+                "base": _pythonpath_first(base.tree / "lib"),
+                "head": {**_pythonpath_first(repo / "lib"), **config.head_environ},
+            },
+            on_run=None if progress is None else progress.run_finished,
+        )
+        if runs.skipped is not None:
+            outcomes.append(_write_skipped(out_dir, set_name, runs, base))
+            continue
+        head_df = merge_runs([load_results(p) for p in runs.head])
+        base_df = merge_runs([load_results(p) for p in runs.base])
+        # same packages on both sides unless the base pins other requirements (then the
+        # differences are part of what the PR changes, and are recorded)
+        differences = require_compatible_runs(
+            head_df, base_df, allow_mismatch=base.env_mode == "full", require_metadata=False
+        )
+        comparison = compare_runs(
+            head_df, base_df, threshold=config.threshold, alpha=config.alpha, noise=noise
+        )
+        outcomes.append(
+            _write_reports(out_dir, set_name, comparison, runs, base, noise_file, differences)
+        )
+    return outcomes
+
+
+def cuda_available(python: Path) -> bool:
+    """Whether torch sees a CUDA device in ``python``'s environment (False without torch).
+
+    Example:
+        >>> isinstance(cuda_available(Path(sys.executable)), bool)  # doctest: +SKIP
+        True
+    """
+    probe = "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 3)"
+    proc = subprocess.run([str(python), "-c", probe], capture_output=True, check=False)
+    return proc.returncode == 0
+
+
+def set_marker(set_name: str) -> str:
+    """The hidden line that keeps one PR comment per set (the bot finds it again).
+
+    Example:
+        >>> set_marker("gpu")
+        '<!-- rlpace-bench-set: gpu -->'
+    """
+    return f"<!-- rlpace-bench-set: {set_name} -->"
+
+
+def _pythonpath_first(path: Path) -> dict[str, str]:
+    rest = os.environ.get("PYTHONPATH", "")
+    return {"PYTHONPATH": os.pathsep.join(p for p in (str(path), rest) if p)}
+
+
+def _title(set_name: str, base: BaseCheckout) -> str:
+    return f"Benchmarks ({set_name.upper()} set): working tree vs {base.ref} ({base.short})"
+
+
+def _write_reports(
+    out_dir: Path,
+    set_name: str,
+    comparison: Comparison,
+    runs: SideRuns,
+    base: BaseCheckout,
+    noise_file: Path | None,
+    environment_differences: list[str],
+) -> SetOutcome:
+    from rlpace.bench.render import GITHUB_COMMENT_LIMIT, render_report
+
+    written = []
+    marker = set_marker(set_name)
+    for style, pattern in REPORT_STYLES.items():
+        path = out_dir / pattern.format(set=set_name)
+        text = render_report(
+            {set_name: comparison},
+            style=style,
+            title=_title(set_name, base),
+            max_chars=GITHUB_COMMENT_LIMIT - len(marker) - 1,
+        )
+        first, _, rest = text.partition("\n")
+        if not first.startswith("<!--"):  # a style without the report marker
+            first, rest = "", text
+        path.write_text("\n".join(x for x in (first, marker, rest) if x) + "\n", "utf-8")
+        written.append(path)
+    data = comparison.to_dict()
+    data["pipeline"] = _pipeline_meta(set_name, runs, base)
+    data["pipeline"]["noise_file"] = (
+        str(noise_file) if noise_file and noise_file.is_file() else None
+    )
+    data["pipeline"]["environment_differences"] = list(environment_differences)
+    json_path = out_dir / f"{set_name}.json"
+    json_path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    written.append(json_path)
+    return SetOutcome(set_name, comparison, None, tuple(written), runs)
+
+
+def _write_skipped(out_dir: Path, set_name: str, runs: SideRuns, base: BaseCheckout) -> SetOutcome:
+    md = out_dir / f"{set_name}.md"
+    from rlpace.bench.render import REPORT_MARKER
+
+    text = (
+        f"{REPORT_MARKER}\n{set_marker(set_name)}\n## {_title(set_name, base)}\n\n"
+        f"Skipped: {runs.skipped}.\n"
+    )
+    md.write_text(text, encoding="utf-8")
+    seed = out_dir / f"{set_name}.seed.md"
+    seed.write_text(text, encoding="utf-8")
+    data = {
+        "format": "rlpace-pr-skipped",
+        "version": 1,
+        "skipped": runs.skipped,
+        "pipeline": _pipeline_meta(set_name, runs, base),
+    }
+    json_path = out_dir / f"{set_name}.json"
+    json_path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    return SetOutcome(set_name, None, runs.skipped, (md, seed, json_path), runs)
+
+
+def _pipeline_meta(set_name: str, runs: SideRuns, base: BaseCheckout) -> dict[str, object]:
+    return {
+        "set": set_name,
+        "base_ref": base.ref,
+        "base_commit": base.sha,
+        "base_env": base.env_mode,
+        "repeats": runs.repeats,
+        "order": [f.stem for f in sorted(runs.base + runs.head, key=_run_order)],
+    }
+
+
+def _run_order(path: Path) -> tuple[int, int]:
+    side, _, k = path.stem.partition("-")
+    repeat = int(k)
+    first = "base" if repeat % 2 == 0 else "head"
+    return repeat, 0 if side == first else 1
+
+
+def load_noise(path: Path) -> dict[str, float]:
+    """Per-benchmark calibrated noise (fractions) from an ``rlpace-bench aa`` file.
+
+    Example:
+        >>> load_noise(Path("reports/aa/calibration.json"))  # doctest: +SKIP
+        {'tests/benchmarks/test_rb.py::test_rb_extend[rlpace-64]': 0.031, ...}
+    """
+    from rlpace.bench.calibration import read_calibration
+
+    return read_calibration(path).noise_fractions()
+
+
+class ProgressSink:
+    """Receives the pipeline's progress; the default does nothing (the CLI draws a bar).
+
+    Example:
+        >>> ProgressSink().set_started("cpu", 6)
+    """
+
+    def started(self, base: BaseCheckout, config: PipelineConfig) -> None:
+        """The base is checked out and its environment ready."""
+
+    def set_started(self, set_name: str, runs: int) -> None:
+        """``runs`` fresh processes are about to run for ``set_name``."""
+
+    def run_finished(self, repeat: int, side: str, outcome: RunOutcome) -> None:
+        """One run ended."""

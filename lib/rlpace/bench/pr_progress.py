@@ -1,0 +1,93 @@
+"""Progress bar and printed summary of the ``pr`` pipeline (rich; presentation only).
+
+Example:
+    >>> from rich.console import Console
+    >>> print_summary([], Console(width=80))
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from rlpace.bench.pipeline import BaseCheckout, PipelineConfig, ProgressSink, SetOutcome
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rich.console import Console
+
+    from rlpace.bench.runner import RunOutcome
+
+__all__ = ["RichProgress", "print_summary"]
+
+
+class RichProgress(ProgressSink):
+    """A rich progress bar: one task per set, advanced by each finished run.
+
+    Example:
+        >>> from rich.console import Console
+        >>> import io
+        >>> with RichProgress(Console(file=io.StringIO())) as p:
+        ...     p.set_started("cpu", 2)
+    """
+
+    def __init__(self, console: Console) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+        self.console = console
+        self.progress = Progress(
+            "[bold]{task.description}",
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=False,
+        )
+        self.task: Any = None
+
+    def __enter__(self) -> RichProgress:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+    def started(self, base: BaseCheckout, config: PipelineConfig) -> None:
+        self.console.print(
+            f"base {base.ref} = {base.short} in {base.tree} ({base.env_mode} environment); "
+            f"{config.effective_repeats} runs per side, ABBA"
+        )
+
+    def set_started(self, set_name: str, runs: int) -> None:
+        self.task = self.progress.add_task(f"{set_name} set", total=runs)
+
+    def run_finished(self, repeat: int, side: str, outcome: RunOutcome) -> None:
+        if self.task is not None:
+            self.progress.advance(self.task)
+        if not self.console.is_terminal:
+            self.console.print(
+                f"  run {repeat + 1} {side}: {outcome.benchmarks} results, exit {outcome.returncode}"
+            )
+
+
+def _fmt(x: float) -> str:
+    return "n/a" if not math.isfinite(x) else f"{x:+.1f}%"
+
+
+def print_summary(outcomes: Sequence[SetOutcome], console: Console) -> None:
+    """Print, per set, the verdict counts, each flagged benchmark and where reports went."""
+    for outcome in outcomes:
+        if outcome.comparison is None:
+            console.print(f"[bold]{outcome.set_name}[/bold]: skipped ({outcome.skipped})")
+            continue
+        counts = outcome.comparison.counts()
+        shown = ", ".join(f"{counts[k]} {k}" for k in counts if k != "total" and counts[k])
+        console.print(f"[bold]{outcome.set_name}[/bold]: {counts['total']} benchmarks: {shown}")
+        for row in outcome.comparison.rows:
+            if row.verdict.value in ("worsened", "improved"):
+                console.print(
+                    f"  {row.verdict.value}: {row.name} {_fmt(row.median_change_pct)} "
+                    f"(noise {_fmt(row.noise_pct)}, detectable {_fmt(row.mdc_pct)})"
+                )
+        for path in outcome.reports:
+            console.print(f"  wrote {path}")

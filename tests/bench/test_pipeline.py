@@ -1,0 +1,178 @@
+"""The ``pr`` pipeline end to end on a tiny throwaway git repository.
+
+The repository has two fast cases; its head commit slows one of them down on purpose.
+The report must flag that one and only that one.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rlpace.bench.cli import main as cli_main
+from rlpace.bench.errors import BenchInputError
+from rlpace.bench.pipeline import (
+    PipelineConfig,
+    abba_schedule,
+    checkout_base,
+    prepare_base_python,
+    requirements_hash,
+)
+
+SUITE_PLUGIN = Path(__file__).resolve().parents[1] / "benchmarks" / "conftest.py"
+CASES = """from rlpace.bench.suite import Timed, case
+
+DATA = list(range(2000))
+
+
+@case()
+def test_steady():
+    return Timed(lambda: sum(DATA), items=len(DATA), unit="numbers")
+
+
+@case()
+def test_touched():
+    return Timed(lambda: {body}, items=len(DATA), unit="numbers")
+"""
+
+
+def _git(repo: Path, *args: str) -> str:
+    out = subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return out.stdout.strip()
+
+
+@pytest.fixture
+def tiny_repo(tmp_path: Path) -> Path:
+    """base commit: two equal cases; head commit: ``test_touched`` does three times the work."""
+    repo = tmp_path / "tiny"
+    suite = repo / "tests" / "benchmarks"
+    suite.mkdir(parents=True)
+    (repo / "lib").mkdir()
+    (repo / "lib" / "tinyprobe.py").write_text("WHO = 'base'\n")
+    (repo / "pyproject.toml").write_text(
+        '[tool.pytest.ini_options]\naddopts = "--import-mode=importlib"\n'
+    )
+    (suite / "conftest.py").write_text(SUITE_PLUGIN.read_text())
+    (suite / "test_tiny.py").write_text(CASES.format(body="sum(DATA)"))
+    _git(repo, "init", "-q")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "base")
+    (suite / "test_tiny.py").write_text(CASES.format(body="sum(DATA) + sum(DATA) + sum(DATA)"))
+    (repo / "lib" / "tinyprobe.py").write_text("WHO = 'head'\n")
+    _git(repo, "commit", "-qam", "head: slow test_touched down on purpose")
+    return repo
+
+
+def test_abba_order_alternates_which_side_goes_first():
+    assert abba_schedule(4) == [
+        (0, "base"), (0, "head"), (1, "head"), (1, "base"),
+        (2, "base"), (2, "head"), (3, "head"), (3, "base"),
+    ]  # fmt: skip
+
+
+def test_base_worktree_is_cached_per_commit_and_stale_ones_are_removed(tiny_repo, tmp_path):
+    cache = tmp_path / "cache"
+    sha, tree = checkout_base(tiny_repo, "HEAD~1", cache)
+    assert sha == _git(tiny_repo, "rev-parse", "HEAD~1")
+    assert (tree / "lib" / "tinyprobe.py").read_text() == "WHO = 'base'\n"
+    marker = tree / "untracked-but-ignored"
+    assert checkout_base(tiny_repo, "HEAD~1", cache) == (sha, tree)
+    marker.write_text("x")  # a dirty worktree is rebuilt, not trusted
+    assert checkout_base(tiny_repo, "HEAD~1", cache)[1] == tree and not marker.exists()
+    head_sha, head_tree = checkout_base(tiny_repo, "HEAD", cache)
+    assert head_tree != tree and not tree.exists()
+    assert str(tree) not in _git(tiny_repo, "worktree", "list")
+    with pytest.raises(BenchInputError, match="--base nope: expected a git revision"):
+        checkout_base(tiny_repo, "nope", cache)
+
+
+def test_base_head_is_the_commit_not_the_dirty_working_tree(tiny_repo, tmp_path):
+    (tiny_repo / "lib" / "tinyprobe.py").write_text("WHO = 'uncommitted'\n")
+    _, tree = checkout_base(tiny_repo, "HEAD", tmp_path / "cache")
+    assert (tree / "lib" / "tinyprobe.py").read_text() == "WHO = 'head'\n"
+
+
+def test_overlay_environment_runs_the_base_code_over_the_head_packages(tiny_repo, tmp_path):
+    cache = tmp_path / "cache"
+    _, tree = checkout_base(tiny_repo, "HEAD~1", cache)
+    python, mode = prepare_base_python(tree, tiny_repo, cache, "auto")
+    assert mode == "overlay"  # neither side pins requirements: the same hash
+    assert requirements_hash(tree) == requirements_hash(tiny_repo)
+    probe = "import tinyprobe, rlpace.bench.suite, pytest_benchmark; print(tinyprobe.WHO)"
+    out = subprocess.run([str(python), "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "base"
+    ready = python.parents[1] / ".rlpace-ready"
+    stamp = ready.stat().st_mtime_ns
+    assert prepare_base_python(tree, tiny_repo, cache, "auto") == (python, "overlay")
+    assert ready.stat().st_mtime_ns == stamp  # cached, not rebuilt
+    assert prepare_base_python(tree, tiny_repo, cache, "current") == (
+        Path(sys.executable),
+        "current",
+    )
+
+
+def test_different_requirements_ask_for_a_full_environment(tiny_repo, tmp_path):
+    (tiny_repo / "ci").mkdir()
+    (tiny_repo / "ci" / "requirements.txt").write_text("numpy==2.4.6\n")
+    _, tree = checkout_base(tiny_repo, "HEAD~1", tmp_path / "cache")
+    assert requirements_hash(tree) != requirements_hash(tiny_repo)
+
+
+def test_config_rejects_bad_input():
+    with pytest.raises(BenchInputError, match="--sets: expected .* got 'tpu'"):
+        PipelineConfig(sets=("cpu", "tpu"))
+    with pytest.raises(BenchInputError, match="--repeats"):
+        PipelineConfig(repeats=0)
+    quick = PipelineConfig(quick=True, keyword="rb", repeats=5)
+    assert quick.effective_repeats == 2 and quick.effective_keyword == "(rb) and not torchrl"
+
+
+def test_pr_flags_the_slowed_case_and_only_it(tiny_repo, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tiny_repo)
+    code = cli_main(
+        ["pr", "--base", "HEAD~1", "--sets", "cpu,gpu", "--repeats", "2", "--max-time", "0.05"]
+        + ["--threshold", "25", "--cache-dir", str(tmp_path / "cache")]
+    )
+    assert code == 0
+    # threshold 25%: two cases of a few microseconds on a loaded 2-core machine drift by
+    # up to ~15% between processes; the slowed one loses ~65%
+    out_dir = tiny_repo / "reports" / "pr"
+    data = json.loads((out_dir / "cpu.json").read_text())
+    verdicts = {row["name"]: row["verdict"] for row in data["rows"]}
+    assert verdicts["test_touched"] == "worsened"
+    assert verdicts["test_steady"] == "unchanged"
+    touched = next(r for r in data["rows"] if r["name"] == "test_touched")
+    assert touched["median_change_pct"] < -25 and touched["mdc_pct"] is not None
+    assert data["pipeline"]["order"] == ["base-0", "head-0", "head-1", "base-1"]
+    assert data["pipeline"]["base_commit"] == _git(tiny_repo, "rev-parse", "HEAD~1")
+    assert data["pipeline"]["base_env"] == "overlay"
+    assert data["pipeline"]["environment_differences"] == []
+    for name in ("cpu.md", "cpu.seed.md"):
+        text = (out_dir / name).read_text()
+        assert "<!--" in text and "test_touched" in text
+    gpu = (out_dir / "gpu.md").read_text()
+    assert "Skipped: no CUDA device" in gpu
+    assert json.loads((out_dir / "gpu.json").read_text())["skipped"].startswith("no CUDA")
+    printed = capsys.readouterr().out
+    assert "worsened: test_touched" in printed and "worsened: test_steady" not in printed
+
+
+def test_pr_command_bad_input_exits_2_and_says_why(tiny_repo, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tiny_repo)
+    assert cli_main(["pr", "--sets", "cpu,tpu"]) == 2
+    assert "--sets: expected a comma-separated list of cpu and gpu" in capsys.readouterr().err
+    cache = str(tmp_path / "cache")
+    assert cli_main(["pr", "--base", "no-such-branch", "--cache-dir", cache]) == 2
+    assert "--base no-such-branch: expected a git revision" in capsys.readouterr().err
+    monkeypatch.chdir(tmp_path)
+    assert cli_main(["pr", "--cache-dir", cache]) == 2
+    assert "expected a git working tree" in capsys.readouterr().err

@@ -1,0 +1,106 @@
+"""The injected slowdown (``RLPACE_BENCH_SLOWDOWN``) honoured by ``Case.make``."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from rlpace.bench import suite as suite_module
+from rlpace.bench.suite import SLOWDOWN_ENV, Case, Timed, parse_slowdown, slowdown_for
+
+
+def _sleeper(seconds: float):
+    def setup(impl, n):
+        return Timed(lambda: time.sleep(seconds), items=n, unit="naps", extra_info={"k": 1})
+
+    return Case("test_nap", setup, {"impl": ("rlpace", "torchrl"), "n": (4,)})
+
+
+def _min_call(fn, calls=8):
+    """The fastest of a few calls: preemption on a shared machine only ever adds time."""
+    best = float("inf")
+    for _ in range(calls):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def test_matching_case_takes_one_plus_fraction_as_long(monkeypatch):
+    c = _sleeper(0.01)
+    monkeypatch.delenv(SLOWDOWN_ENV, raising=False)
+    plain = _min_call(c.make(impl="rlpace", n=4).fn)
+    monkeypatch.setenv(SLOWDOWN_ENV, "test_nap[rlpace=0.5")
+    timed = c.make(impl="rlpace", n=4)
+    slowed = _min_call(timed.fn)
+    assert 1.3 < slowed / plain < 3.0
+    assert timed.extra_info == {"k": 1, "injected_slowdown": 0.5}
+    assert timed.items == 4 and timed.unit == "naps"
+
+
+def test_spin_lasts_exactly_the_fraction_of_the_call(monkeypatch):
+    """With a clock that ticks one microsecond per read, the spin length is exact."""
+    ticks = {"t": 0}
+
+    def clock():
+        ticks["t"] += 1
+        return ticks["t"] * 1e-6
+
+    def work():
+        ticks["t"] += 99  # the call itself lasts 100 ticks between the two reads
+
+    monkeypatch.setattr(suite_module.time, "perf_counter", clock)
+    monkeypatch.setenv(SLOWDOWN_ENV, "test_work=0.25")
+    timed = Case("test_work", lambda: work, {}).make()
+    timed.fn()
+    # 1 (start) + 99 (work) + 1 (end) = 101; then spin until end + 0.25 * 100 = 126
+    assert ticks["t"] == 126
+
+
+def test_long_waits_sleep_most_of_the_way(monkeypatch):
+    slept = []
+    monkeypatch.setattr(suite_module.time, "sleep", slept.append)
+    monkeypatch.setenv(SLOWDOWN_ENV, "test_nap=1.0")
+    timed = Case("test_nap", lambda: lambda: time.sleep(0) or _busy(0.01), {}).make()
+    start = time.perf_counter()
+    timed.fn()
+    assert len(slept) == 2 and slept[0] == 0  # the call's own sleep(0), then the wait
+    assert 0.008 < slept[1] < 0.1
+    assert time.perf_counter() - start >= 0.01
+
+
+def _busy(seconds):
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def test_other_cases_are_untouched(monkeypatch):
+    monkeypatch.setenv(SLOWDOWN_ENV, "test_nap[rlpace=0.5")
+    c = _sleeper(0.001)
+    timed = c.make(impl="torchrl", n=4)
+    assert "injected_slowdown" not in timed.extra_info
+    assert not hasattr(timed.fn, "__wrapped__")
+
+
+def test_wrapped_call_returns_the_result(monkeypatch):
+    monkeypatch.setenv(SLOWDOWN_ENV, "test_value=1")
+    c = Case("test_value", lambda: lambda: 42, {})
+    timed = c.make()
+    assert timed.fn() == 42 and timed.extra_info["injected_slowdown"] == 1.0
+
+
+def test_glob_and_substring_patterns():
+    assert slowdown_for("test_rb_sample[rlpace-64]", "test_rb_*=0.1") == 0.1
+    assert slowdown_for("test_rb_sample[rlpace-64]", "rb_sample[rlpace=0.2") == 0.2
+    assert slowdown_for("test_rb_sample[torchrl-64]", "rb_sample[rlpace=0.2") == 0.0
+    assert slowdown_for("test_rb_sample[rlpace-64]", "*[rlpace-64]=0.3") == 0.3
+    assert slowdown_for("test_x", "test_=0.1,test_x=0.4") == 0.4  # last match wins
+
+
+@pytest.mark.parametrize("bad", ["test_x", "=0.1", "test_x=fast", "test_x=-0.1"])
+def test_malformed_spec_says_what_is_expected(bad):
+    with pytest.raises(ValueError, match="PATTERN=FRACTION") as info:
+        parse_slowdown(bad)
+    assert repr(bad) in str(info.value)

@@ -1,0 +1,100 @@
+"""The GitHub workflows: valid against GitHub's schema, and safe with untrusted PR code."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+WORKFLOWS = Path(__file__).resolve().parents[2] / ".github" / "workflows"
+FILES = sorted(WORKFLOWS.glob("*.yml"))
+
+
+def _load(name: str) -> dict:
+    data = yaml.safe_load((WORKFLOWS / name).read_text())
+    data["on"] = data.pop(True, data.get("on"))  # YAML 1.1 reads a bare `on` as True
+    return data
+
+
+def _steps_text(job: dict) -> str:
+    return "\n".join(str(step) for step in job.get("steps", []))
+
+
+def _check_jsonschema() -> str:
+    found = shutil.which("check-jsonschema") or str(
+        Path(sys.executable).parent / "check-jsonschema"
+    )
+    if not Path(found).exists():
+        pytest.skip("check-jsonschema is not installed (pip install check-jsonschema)")
+    return found
+
+
+def test_the_three_workflows_exist():
+    assert [f.name for f in FILES] == ["bench-comment.yml", "bench-nightly.yml", "bench-pr.yml"]
+
+
+def test_workflows_match_githubs_schema():
+    out = subprocess.run(
+        [_check_jsonschema(), "--builtin-schema", "vendor.github-workflows", *map(str, FILES)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_schema_check_catches_a_broken_workflow(tmp_path):
+    bad = tmp_path / "bad.yml"
+    bad.write_text("name: bad\non: pull_request\njobs:\n  x:\n    steps: []\n")  # no runs-on
+    out = subprocess.run(
+        [_check_jsonschema(), "--builtin-schema", "vendor.github-workflows", str(bad)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode != 0
+
+
+def test_pr_workflow_runs_untrusted_code_without_write_access():
+    wf = _load("bench-pr.yml")
+    assert set(wf["on"]) == {"pull_request"}
+    assert wf["permissions"] == {"contents": "read"}
+    text = (WORKFLOWS / "bench-pr.yml").read_text()
+    assert "${{ secrets." not in text and "GITHUB_TOKEN" not in text
+    for job in wf["jobs"].values():
+        assert "write" not in str(job.get("permissions", {}))
+        assert "persist-credentials': False" in _steps_text(job)
+        assert "upload-artifact" in _steps_text(job)
+
+
+def test_pr_workflow_runs_cpu_on_standard_and_gpu_on_gpu_runner():
+    jobs = _load("bench-pr.yml")["jobs"]
+    assert jobs["cpu"]["runs-on"] == "ubuntu-latest"
+    assert "SETS=cpu" in _steps_text(jobs["cpu"])
+    assert "gpu" in jobs["gpu"]["runs-on"]
+    assert "SETS=gpu" in _steps_text(jobs["gpu"])
+
+
+def test_comment_workflow_only_reads_artifacts_and_never_runs_pr_code():
+    wf = _load("bench-comment.yml")
+    assert set(wf["on"]) == {"workflow_run"}
+    assert wf["on"]["workflow_run"]["workflows"] == ["bench-pr"]
+    assert wf["permissions"]["pull-requests"] == "write"
+    assert wf["permissions"]["contents"] == "read"
+    text = (WORKFLOWS / "bench-comment.yml").read_text()
+    assert "head_sha" not in text and "head_branch" not in text and "pull_request.head" not in text
+    steps = _steps_text(wf["jobs"]["post"])
+    assert "default_branch" in steps
+    assert "download-artifact" in steps and "rlpace.bench post" in steps
+
+
+def test_nightly_runs_asv_new_and_publishes():
+    wf = _load("bench-nightly.yml")
+    assert "schedule" in wf["on"]
+    steps = _steps_text(wf["jobs"]["asv"])
+    assert "asv run NEW" in steps and "asv publish" in steps
+    assert "deploy-pages" in _steps_text(wf["jobs"]["publish"])
