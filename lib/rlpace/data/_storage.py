@@ -228,12 +228,16 @@ class _TensorStorageBase(_Storage):
         if not signature:
             raise ValueError(f"{type(self).__name__}.extend got a TensorDict with no entries")
         if self._directory is None:
-            self._leaves = {
-                key: torch.empty((self.max_size, *shape), dtype=dtype, device=self.device)
-                for key, (dtype, shape) in signature.items()
-            }
-            self._signature = signature
-            self._item_batch = data.batch_size[1:]
+            with self.ledger.lock:  # threads of this process may race on the first extend
+                if self._leaves is not None:
+                    return
+                leaves = {
+                    key: torch.empty((self.max_size, *shape), dtype=dtype, device=self.device)
+                    for key, (dtype, shape) in signature.items()
+                }
+                self._signature = signature
+                self._item_batch = data.batch_size[1:]
+                self._leaves = leaves  # published last: `allocated` reads it unlocked
             return
         with self.ledger.lock:
             if self._attach_if_allocated():  # another process allocated first
