@@ -55,6 +55,15 @@ asv: $(STAMP)
 clean:
 	rm -rf reports/pr reports/bench build *.egg-info lib/*.egg-info
 
+## The documentation: HTML with warnings as errors, the pages' examples, internal links.
+docs: $(STAMP)
+	$(PY) docs/build.py --out docs/_build
+
+## Headless-Chromium screenshots of the home page and a guide into reports/docs/.
+.PHONY: docs-screenshot
+docs-screenshot: docs
+	bash docs/screenshot.sh docs/_build/html reports/docs
+
 ## Proof that the trainers learn: PPO on CartPole-v1 and SAC on Pendulum-v1 to their targets.
 learn: $(STAMP)
 	$(PY) -m rlpace.train --learn reports/learning.md
