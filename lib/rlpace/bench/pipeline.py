@@ -61,7 +61,6 @@ __all__ = [
     "SideRuns",
     "abba_schedule",
     "checkout_base",
-    "equal_footprint",
     "extra_environ",
     "prepare_base_python",
     "repository_root",
@@ -211,44 +210,6 @@ def extra_environ(extra: Mapping[str, str]) -> Iterator[None]:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
-
-
-PAD_VARIABLE = "RLPACE_BENCH_PAD"
-"""Padding that gives every side's benchmark process the same start-up footprint."""
-
-
-def _footprint(python: Path, extra: Mapping[str, str]) -> int:
-    env = {**os.environ, **extra}
-    environ_bytes = sum(len(os.fsencode(k)) + len(os.fsencode(v)) + 2 for k, v in env.items())
-    # the interpreter's path is on the new process's stack twice: argv[0] and the
-    # kernel's copy of the executed file name
-    return 2 * (len(os.fsencode(str(python))) + 1) + environ_bytes
-
-
-def equal_footprint(
-    pythons: Mapping[str, Path], environ: Mapping[str, Mapping[str, str]]
-) -> dict[str, dict[str, str]]:
-    """Per side, ``environ`` plus a :data:`PAD_VARIABLE` that evens out start-up bytes.
-
-    The kernel copies argv and the environment onto a new process's stack, so a longer
-    interpreter path (the base's overlay venv) or ``PYTHONPATH`` (the base worktree
-    lies deeper) shifts the alignment of everything the interpreter keeps on its stack
-    afterwards, and with it the speed of the whole process by a few percent, the same
-    way for every benchmark. Padding the shorter sides makes argv and environment the
-    same size for all of them, so that shift is the same on both sides.
-
-    Example:
-        >>> out = equal_footprint({"base": Path("/a/long/python"), "head": Path("/py")},
-        ...                       {"base": {"X": "1"}, "head": {"X": "22"}})
-        >>> len(out["base"][PAD_VARIABLE]), len(out["head"][PAD_VARIABLE])
-        (0, 21)
-    """
-    sides = {side: {**environ.get(side, {}), PAD_VARIABLE: ""} for side in pythons}
-    sizes = {side: _footprint(pythons[side], sides[side]) for side in pythons}
-    largest = max(sizes.values(), default=0)
-    for side, size in sizes.items():
-        sides[side][PAD_VARIABLE] = "x" * (largest - size)
-    return sides
 
 
 def run_interleaved(
@@ -428,13 +389,10 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
             repeats=config.effective_repeats,
             settings=config.effective_settings,
             keyword=config.effective_keyword,
-            environ=equal_footprint(
-                {"base": base.python, "head": Path(sys.executable)},
-                {
-                    "base": _pythonpath_first(base.tree / "lib"),
-                    "head": {**_pythonpath_first(repo / "lib"), **config.head_environ},
-                },
-            ),
+            environ={
+                "base": _pythonpath_first(base.tree / "lib"),
+                "head": {**_pythonpath_first(repo / "lib"), **config.head_environ},
+            },
             on_run=None if progress is None else progress.run_finished,
         )
         if runs.skipped is not None:
