@@ -48,6 +48,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rlpace.bench.controls import NoiseFloor
 from rlpace.bench.errors import BenchInputError
 from rlpace.bench.results import environment_differences, run_environment
 from rlpace.bench.stats import (
@@ -207,6 +208,9 @@ class Comparison:
     """Metadata of the head run: source, format, commit, datetime."""
     base: Mapping[str, Any] = field(default_factory=dict)
     """Metadata of the base run (empty without one)."""
+    noise_floor: NoiseFloor | None = None
+    """The run-level noise floor from negative controls, when the caller measured one
+    (:func:`rlpace.bench.controls.noise_floor_from_controls`; ``pr`` does)."""
 
     def by_verdict(self, verdict: Verdict) -> tuple[BenchmarkChange, ...]:
         """The rows with this verdict, in row order.
@@ -292,6 +296,7 @@ class Comparison:
             "head": _jsonable(dict(self.head)),
             "base": _jsonable(dict(self.base)),
             "counts": self.counts(),
+            "noise_floor": None if self.noise_floor is None else self.noise_floor.to_dict(),
             "rows": rows,
         }
 

@@ -349,6 +349,7 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
         ['cpu']
     """
     from rlpace.bench.compare import compare_runs
+    from rlpace.bench.controls import noise_floor_from_controls, noise_with_floor
     from rlpace.bench.environment import require_compatible_runs
     from rlpace.bench.results import load_results, merge_runs
 
@@ -404,9 +405,14 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
         differences = require_compatible_runs(
             head_df, base_df, allow_mismatch=base.env_mode == "full", require_metadata=False
         )
+        # negative controls (torchrl twins) measure this run's common-mode shift and
+        # noise; no benchmark is flagged for moving less than they do
+        floor = noise_floor_from_controls(head_df, base_df)
+        noise = noise_with_floor(noise, head_df["fullname"], floor)
         comparison = compare_runs(
             head_df, base_df, threshold=config.threshold, alpha=config.alpha, noise=noise
         )
+        comparison = replace(comparison, noise_floor=floor)
         outcomes.append(
             _write_reports(out_dir, set_name, comparison, runs, base, noise_file, differences)
         )

@@ -28,6 +28,7 @@ __all__ = [
     "mann_whitney_p",
     "median_interval",
     "minimal_detectable_change",
+    "robust_location_spread",
     "robust_relative_spread",
     "summarize",
 ]
@@ -117,6 +118,23 @@ def robust_relative_spread(samples: Sequence[float] | np.ndarray) -> float:
     if med <= 0:
         return float("nan")
     return float((q3 - q1) / 1.349 / med)
+
+
+def robust_location_spread(values: Sequence[float] | np.ndarray) -> tuple[float, float]:
+    """The median of ``values`` and their spread, ``1.4826 × MAD`` (a normal's sigma).
+
+    Both resist a few outlying values, e.g. one control benchmark that really moved.
+    Non-finite values are dropped; NaN for fewer than two values.
+
+    Example:
+        >>> robust_location_spread([3.0, 2.0, 4.0, 3.0, 30.0])
+        (3.0, 1.4826)
+    """
+    arr = _as_samples(values)
+    if arr.size < 2:
+        return float("nan"), float("nan")
+    med = float(np.median(arr))
+    return med, float(1.4826 * np.median(np.abs(arr - med)))
 
 
 def mann_whitney_p(head: Sequence[float], base: Sequence[float]) -> float:
