@@ -89,7 +89,7 @@ class PipelineConfig:
     """The base revision (any git revision); the head is the working tree of ``repo``."""
     sets: tuple[str, ...] = ("cpu",)
     """Benchmark sets to run, each compared and reported on its own."""
-    repeats: int = 4
+    repeats: int = 2
     """Runs per side (K); base and head alternate ABBA across them. Even K balances the
     order (each side has the same mean position), so linear drift cancels."""
     out_dir: Path = Path("reports/pr")

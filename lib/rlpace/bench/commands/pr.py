@@ -4,7 +4,7 @@ Example:
     >>> from rlpace.bench.cli import build_parser
     >>> args = build_parser().parse_args(["pr", "--base", "main", "--sets", "cpu,gpu", "--quick"])
     >>> args.base, args.sets, args.quick, args.repeats
-    ('main', 'cpu,gpu', True, 4)
+    ('main', 'cpu,gpu', True, 2)
 """
 
 from __future__ import annotations
@@ -28,7 +28,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--base", default="HEAD", help="base revision (default HEAD)")
     parser.add_argument("--sets", default="cpu", help="comma-separated sets: cpu, gpu")
     parser.add_argument(
-        "--repeats", type=int, default=4, help="runs per side, ABBA (default 4: even, so balanced)"
+        "--repeats",
+        type=int,
+        default=2,
+        help="runs per side, ABBA (default 2: even, so balanced; the full CPU set then fits ~15 min on 2 cores)",
     )
     parser.add_argument("--out-dir", default="reports/pr", help="where reports go")
     parser.add_argument(
