@@ -5,10 +5,8 @@ the *twins*). Base and head run the same pinned torchrl, so a twin's base → he
 change is pure measurement: drift common to one side (a slower process, a busier
 machine) plus its own noise. Their median tells the run's common-mode shift, their
 robust spread its benchmark-to-benchmark noise; a benchmark must move by more than
-
-    floor = |median of the control changes| + z × 1.4826 × MAD(control changes)
-
-to be flagged (:func:`rlpace.bench.compare.compare_runs` takes it as noise, the
+the floor, ``|median(control changes)| + z × 1.4826 × MAD(control changes)``, to be
+flagged (:func:`rlpace.bench.compare.compare_runs` takes it as noise, the
 larger of it and the calibrated A/A noise). Requiring ``|change| > |location| + z·σ``
 implies ``|change − location| > z·σ``: the floor never flags a change that is within
 ``z`` control sigmas of the common-mode shift, whichever its sign. With fewer than
