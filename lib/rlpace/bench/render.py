@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -402,13 +402,30 @@ def _headline(sets: dict[str, Comparison]) -> str:
     return f"{lead} — {tail}."
 
 
+def _largest_fitting(high: int, fits: Callable[[int], bool]) -> int:
+    """The largest ``n`` in ``[0, high]`` with ``fits(n)`` (binary search; 0 if none).
+
+    ``fits`` must be monotone: true up to some ``n``, false beyond.
+
+    Example:
+        >>> _largest_fitting(100, lambda n: n * n <= 50)
+        7
+    """
+    low = 0
+    while low < high:
+        mid = (low + high + 1) // 2
+        if fits(mid):
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
 def _render_rlpace(sets: dict[str, Comparison], title: str, max_chars: int) -> str:
     template = _environment().get_template("rlpace.md.j2")
     longest = max(len(c.rows) for c in sets.values())
-    full_limit: int | None = None
-    list_limit: int | None = None
 
-    def render() -> str:
+    def render(full_limit: int | None = None, list_limit: int | None = None) -> str:
         sections = []
         for name, comparison in sets.items():
             rows = comparison.rows
@@ -444,29 +461,15 @@ def _render_rlpace(sets: dict[str, Comparison], title: str, max_chars: int) -> s
     text = render()
     if len(text) <= max_chars:
         return text
-    # Keep the verdict and the regressions; shrink the full tables first (binary
-    # search on rows shown), then the lists, then cut hard as a last resort.
-    low, high = 0, longest
-    while low < high:
-        full_limit = (low + high + 1) // 2
-        if len(render()) <= max_chars:
-            low = full_limit
-        else:
-            high = full_limit - 1
-    full_limit = low
-    text = render()
+    # Keep the verdict and the regressions; shrink the full tables first, then the
+    # lists, then cut hard as a last resort.
+    full_limit = _largest_fitting(longest, lambda n: len(render(n)) <= max_chars)
+    text = render(full_limit)
     if len(text) <= max_chars:
         return text
     longest_list = max(len(c.by_verdict(v)) for c in sets.values() for v in Verdict)
-    low, high = 0, longest_list
-    while low < high:
-        list_limit = (low + high + 1) // 2
-        if len(render()) <= max_chars:
-            low = list_limit
-        else:
-            high = list_limit - 1
-    list_limit = low
-    text = render()
+    list_limit = _largest_fitting(longest_list, lambda n: len(render(full_limit, n)) <= max_chars)
+    text = render(full_limit, list_limit)
     if len(text) <= max_chars:
         return text
     note = "\n\n_(report cut at GitHub's comment size limit)_"
