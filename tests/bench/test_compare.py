@@ -259,7 +259,7 @@ def test_to_dict_is_json_and_versioned(pb_head, pb_base):
     text = json.dumps(d, allow_nan=False)
     back = json.loads(text)
     assert back["format"] == "rlpace-comparison"
-    assert back["version"] == 1
+    assert back["version"] == 2
     assert back["counts"] == comparison.counts()
     assert len(back["rows"]) == len(comparison.rows)
     assert back["head"]["source"] == str(pb_head)
@@ -285,3 +285,54 @@ def test_duplicate_benchmarks_in_one_run_are_refused():
     )
     with pytest.raises(BenchInputError, match="head run .*'a' appears more than once.*merge_runs"):
         compare_runs(twice)
+
+
+def merged_side(rng, medians, n=200, spread=0.01):
+    """One merged side: a run (process) per median, ``n`` tight rounds around it."""
+    from rlpace.bench.results import merge_runs
+
+    return merge_runs(
+        [runs({"a": timing(rng, n, center=m, spread=spread, outliers=0)}) for m in medians]
+    )
+
+
+def test_processes_that_disagree_are_not_flagged_however_many_rounds_they_took():
+    # an A/A pair in which one base process landed in a slow state (a multi-process
+    # case on a busy machine): the pooled rounds differ beyond doubt, the runs do not
+    rng = np.random.default_rng(0)
+    head = merged_side(rng, [1.0e-3, 1.5e-3])
+    base = merged_side(rng, [1.5e-3, 1.6e-3])
+    row = compare_runs(head, base).rows[0]
+    assert row.p_value < 1e-10  # what the rounds alone would have said
+    assert (row.head_runs, row.base_runs) == (2, 2)
+    assert row.run_noise_pct > abs(row.median_change_pct)
+    assert row.noise_pct >= row.run_noise_pct and row.mdc_pct >= row.run_noise_pct
+    assert row.verdict is Verdict.UNCHANGED
+    # a single pair of runs has no process-level figure, and falls back to the rounds
+    one = compare_runs(merged_side(rng, [1.0e-3]), merged_side(rng, [1.5e-3])).rows[0]
+    assert math.isnan(one.run_noise_pct) and one.verdict is Verdict.IMPROVED
+
+
+@pytest.mark.parametrize("factor, verdict", [(1.2, Verdict.WORSENED), (1 / 1.2, Verdict.IMPROVED)])
+def test_processes_that_agree_still_show_a_real_change(factor, verdict):
+    rng = np.random.default_rng(1)
+    base = merged_side(rng, [1.0e-3, 1.005e-3])
+    head = merged_side(rng, [1.0e-3 * factor, 1.004e-3 * factor])
+    row = compare_runs(head, base).rows[0]
+    assert row.verdict is verdict
+    assert 0 < row.run_noise_pct < 5
+    # the half-width is taken on the side the change went: the log ratio decides
+    assert abs(math.log(row.head_median / row.base_median)) > abs(
+        math.log1p(row.run_noise_pct / 100 * (-1 if verdict is Verdict.WORSENED else 1))
+    )
+
+
+def test_a_large_slowdown_beyond_the_process_noise_is_flagged_even_when_that_noise_is_large():
+    # 40% between-process spread (log half-width > 0.69, i.e. above +100% as a
+    # speed-up) must not hide a 4x slowdown: the decision is taken in log space
+    rng = np.random.default_rng(2)
+    base = merged_side(rng, [1.0e-3, 1.5e-3, 0.9e-3])
+    head = merged_side(rng, [4.2e-3, 5.5e-3, 3.9e-3])
+    row = compare_runs(head, base).rows[0]
+    assert row.verdict is Verdict.WORSENED, row
+    assert row.run_noise_pct < 100

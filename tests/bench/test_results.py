@@ -252,3 +252,14 @@ def test_zero_and_nan_values_are_kept_not_crashing():
     assert df.loc["zero", "ops"] == math.inf
     assert df.loc["zero", "status"] == "ok"
     assert df.loc["nan", "status"] == "failed"
+
+
+def test_merge_runs_keeps_one_median_per_run_through_nested_merges():
+    a = results_from_records([{"fullname": "x", "data": [1.0, 2.0, 3.0]}])
+    b = results_from_records([{"fullname": "x", "data": [5.0, 6.0, 7.0]}])
+    c = results_from_records([{"fullname": "x", "median": 9.0, "mean": 9.0, "rounds": 4}])
+    assert a.loc[0, "run_medians"] == [2.0]
+    merged = merge_runs([merge_runs([a, b]), c])
+    assert merged.loc[0, "run_medians"] == [2.0, 6.0, 9.0]
+    failed = results_from_records([{"fullname": "x", "status": "failed"}])
+    assert failed.loc[0, "run_medians"] == []

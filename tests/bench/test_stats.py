@@ -108,3 +108,20 @@ def test_stats_module_imports_only_numpy_and_scipy():
         elif isinstance(node, ast.ImportFrom) and node.module:
             imported.add(node.module.split(".")[0])
     assert imported <= {"numpy", "scipy", "math", "collections", "__future__"}
+
+
+def test_run_level_noise_is_a_pooled_two_sample_t_on_log_medians():
+    run_level_noise = stats.run_level_noise
+    head, base = [1.0, 1.1, 1.05], [0.9, 0.95, 1.0]
+    half, mdc = run_level_noise(head, base)
+    # the same interval from scipy's pooled t-test on the logs
+    res = sp.ttest_ind(np.log(head), np.log(base), equal_var=True)
+    low, high = res.confidence_interval(0.95)
+    assert half == pytest.approx((high - low) / 2, rel=1e-9)
+    df = 4
+    se = half / sp.t.ppf(0.975, df)
+    assert mdc == pytest.approx((sp.t.ppf(0.975, df) + sp.t.ppf(0.8, df)) * se)
+    # identical processes: no process noise at all; a lone run: none can be measured
+    assert run_level_noise([2.0, 2.0], [2.0, 2.0]) == (0.0, 0.0)
+    assert all(math.isnan(x) for x in run_level_noise([1.0], [1.0, 1.0]))
+    assert all(math.isnan(x) for x in run_level_noise([1.0, 0.0], [1.0, 1.0]))

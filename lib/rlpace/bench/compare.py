@@ -15,9 +15,12 @@ How a change is decided (both sides ran and have usable times):
 
 Either way a change is only flagged when it is larger than the effect ``threshold``
 (5% by default) *and* larger than its own noise: the half-width of the change's
-interval, the minimal detectable change of its samples, and the calibrated A/A
-noise of the benchmark when one is given, whichever is largest. So a benchmark
-never worsens by less than it wobbles.
+interval, the minimal detectable change of its samples, the process-level half-width
+(when both sides merged two or more runs: each run's median is one observation, so a
+benchmark whose processes disagree cannot win significance from its many rounds;
+:func:`rlpace.bench.stats.run_level_noise`) and the calibrated A/A noise of the
+benchmark when one is given, whichever is largest. So a benchmark never worsens by
+less than it wobbles, within a process or between processes.
 
 ``change_pct`` is the seed bot's number, ``(head ops − base ops) / base ops``, with
 ops = ``1 / mean``; ``median_change_pct`` and its interval are what the verdict uses
@@ -56,12 +59,13 @@ from rlpace.bench.stats import (
     bootstrap_ratio_ci,
     mann_whitney_p,
     minimal_detectable_change,
+    run_level_noise,
 )
 
 __all__ = ["COMPARISON_FORMAT_VERSION", "BenchmarkChange", "Comparison", "Verdict", "compare_runs"]
 
 #: Version of :meth:`Comparison.to_dict`'s layout; bump it when fields change meaning.
-COMPARISON_FORMAT_VERSION = 1
+COMPARISON_FORMAT_VERSION = 2
 #: Fewest raw samples per side for the rank test; fewer falls back to intervals.
 MIN_SAMPLES = 3
 _NAN = float("nan")
@@ -133,9 +137,17 @@ class BenchmarkChange:
     """Benjamini–Hochberg adjusted p-value over all compared benchmarks."""
     noise_pct: float = _NAN
     """The noise a change must exceed: the largest of the interval's half-width,
-    ``mdc_pct`` and the calibrated A/A noise."""
+    ``mdc_pct``, ``run_noise_pct`` and the calibrated A/A noise."""
     mdc_pct: float = _NAN
-    """Minimal detectable change at 80% power from the samples' own noise."""
+    """Minimal detectable change at 80% power: the larger of what the rounds and what
+    the runs (processes) allow."""
+    run_noise_pct: float = _NAN
+    """Half-width of the process-level 95% interval, on the side the change went (NaN
+    with fewer than two runs a side)."""
+    head_runs: int = 0
+    """Runs (processes) merged into the head side."""
+    base_runs: int = 0
+    """Runs (processes) merged into the base side."""
     method: str = "none"
     """``"mann-whitney"``, ``"intervals"`` or ``"none"`` (not compared)."""
     higher_is_better: bool = False
@@ -194,7 +206,7 @@ class Comparison:
         >>> head = results_from_records([{"fullname": "a", "data": [1.0, 2.0]}])
         >>> c = compare_runs(head)
         >>> c.counts()["new"], c.has_base, c.to_dict()["version"]
-        (1, False, 1)
+        (1, False, 2)
     """
 
     rows: tuple[BenchmarkChange, ...]
@@ -280,7 +292,7 @@ class Comparison:
         Example:
             >>> d = Comparison(rows=(BenchmarkChange("a", "a", Verdict.NEW),)).to_dict()
             >>> d["format"], d["version"], d["rows"][0]["verdict"], d["rows"][0]["p_value"]
-            ('rlpace-comparison', 1, 'new', None)
+            ('rlpace-comparison', 2, 'new', None)
         """
         rows = []
         for row in self.rows:
@@ -423,6 +435,7 @@ def _side(row: pd.Series, prefix: str) -> dict[str, Any]:
         f"{prefix}_max": float(row["max"]),
         f"{prefix}_ops": float(row["ops"]),
         f"{prefix}_rounds": int(row["rounds"]),
+        f"{prefix}_runs": len(row["run_medians"] or ()),
     }
 
 
@@ -484,11 +497,21 @@ def _draft(
         return (ratio - 1) * 100 if sign > 0 else (1 / ratio - 1) * 100 if ratio > 0 else _NAN
 
     hd, bd = h["data"], b["data"]
+    rounds_mdc = _NAN
     if hd is not None and bd is not None and len(hd) >= MIN_SAMPLES and len(bd) >= MIN_SAMPLES:
         ratio, low, high = bootstrap_ratio_ci(hd, bd)
         out["method"] = "mann-whitney"
         out["p_value"] = mann_whitney_p(hd, bd)
-        out["mdc_pct"] = minimal_detectable_change(hd, bd)
+        out["mdc_pct"] = rounds_mdc = minimal_detectable_change(hd, bd)
+        run_half, run_mdc = run_level_noise(h["run_medians"], b["run_medians"])
+        if math.isfinite(run_half):
+            # the half-width on the side the change went: |better %| beyond it <=> the
+            # log ratio beyond the log half-width, for speed-ups and slow-downs alike
+            worse = (ratio > 1) != out["higher_is_better"]
+            out["run_noise_pct"] = (
+                -math.expm1(-run_half) * 100 if worse else math.expm1(run_half) * 100
+            )
+            out["mdc_pct"] = max(out["mdc_pct"], math.expm1(run_mdc) * 100)
     else:
         ratio = out["head_median"] / out["base_median"]
         hl, hh, bl, bh = (float(x) for x in (h["ci_low"], h["ci_high"], b["ci_low"], b["ci_high"]))
@@ -503,10 +526,13 @@ def _draft(
     out["ci_low_pct"], out["ci_high_pct"] = ends
     half = (ends[1] - ends[0]) / 2 if all(math.isfinite(e) for e in ends) else _NAN
     # The noise a change must beat: its interval's half-width, the smallest change the
-    # samples could detect (timing samples are autocorrelated, so intervals alone are
-    # optimistic) and the calibrated A/A spread, whichever is largest.
+    # rounds could detect (timing samples are autocorrelated, so intervals alone are
+    # optimistic), the process-to-process half-width and the calibrated A/A spread,
+    # whichever is largest. (The process-level MDC is a power figure for the reader,
+    # not a gate: with two runs a side it is about twice the half-width.)
     calibrated_pct = calibrated[out["fullname"]] * 100 if out["fullname"] in calibrated else _NAN
-    known = [x for x in (half, out.get("mdc_pct", _NAN), calibrated_pct) if math.isfinite(x)]
+    candidates = (half, rounds_mdc, out.get("run_noise_pct", _NAN), calibrated_pct)
+    known = [x for x in candidates if math.isfinite(x)]
     out["noise_pct"] = max(known) if math.isfinite(half) and known else _NAN
     if out["method"] == "none":
         out["note"] = "no spread recorded: change cannot be told from noise"

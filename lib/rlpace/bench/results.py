@@ -11,7 +11,9 @@ Columns (:data:`COLUMNS`): ``fullname`` (the key), ``name``, ``group``, ``params
 ``stddev``, ``median``, ``iqr``, ``ops``, ``rounds``, ``data`` (list of per-round
 seconds, or None), ``extra_info`` (dict), ``status`` (``"ok"``/``"failed"``),
 ``ci_low``/``ci_high`` (an interval for the location when the file has one, else NaN),
-``higher_is_better`` (False for times).
+``higher_is_better`` (False for times), ``run_medians`` (the median of each merged run,
+one per benchmark process, in run order: process-to-process noise is measured on
+these; a single run's table has one).
 
 ``df.attrs`` holds ``source``, ``format`` (``"pytest-benchmark"``/``"asv"``),
 ``format_version``, ``machine_info``, ``commit_info`` and ``datetime``.
@@ -80,6 +82,7 @@ COLUMNS = (
     "ci_low",
     "ci_high",
     "higher_is_better",
+    "run_medians",
 )
 _STAT_KEYS = ("min", "max", "mean", "stddev", "median", "iqr", "ops")
 # Numbers get numeric dtypes; everything else stays ``object`` so that a missing group
@@ -211,6 +214,10 @@ def _normalize_row(row: dict[str, Any]) -> dict[str, Any]:
     row["higher_is_better"] = bool(row.get("higher_is_better", False))
     if row.get("status") not in ("ok", "failed"):
         row["status"] = "ok" if math.isfinite(row["mean"]) else "failed"
+    medians = row.get("run_medians")
+    if medians is None:
+        medians = [row["median"]] if row["status"] == "ok" and math.isfinite(row["median"]) else []
+    row["run_medians"] = [float(m) for m in medians]
     return {key: row[key] for key in COLUMNS}
 
 
@@ -483,7 +490,8 @@ def merge_runs(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
     """Merge repeated runs of the same benchmarks into one results table.
 
     Rows are matched by ``fullname``; raw samples are concatenated in run order and
-    every statistic is recomputed from them. When some run lacks raw samples, the
+    every statistic is recomputed from them; ``run_medians`` keeps each run's median,
+    so the process-to-process noise stays measurable after pooling. When some run lacks raw samples, the
     summaries are pooled instead (round-weighted mean and pooled variance, extreme
     min/max, round-weighted median and IQR). A benchmark that failed in any run is
     failed. Runs measured on different machines or Pythons are refused.
@@ -505,6 +513,8 @@ def merge_runs(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
         >>> merged = merge_runs([a, b])
         >>> merged.loc[0, "data"], float(merged.loc[0, "mean"]), merged.attrs["runs"]
         ([1.0, 2.0, 3.0, 4.0], 2.5, 2)
+        >>> merged.loc[0, "run_medians"]
+        [1.5, 3.5]
     """
     frames = list(frames)
     if not frames:
@@ -539,6 +549,7 @@ def _merge_rows(rows: list[pd.Series]) -> dict[str, Any]:
     if any(r["status"] == "failed" for r in rows):
         out["status"] = "failed"
         return out
+    out["run_medians"] = [m for r in rows for m in r["run_medians"]]
     if all(r["data"] is not None for r in rows):
         out["data"] = [x for r in rows for x in r["data"]]
         return out

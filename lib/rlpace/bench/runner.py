@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -39,6 +40,9 @@ __all__ = ["RunOutcome", "RunSettings", "pytest_args", "run", "stable_environ"]
 
 THREADS_VARIABLE = "RLPACE_BENCH_THREADS"
 """Read by the suite plugin: ``torch.set_num_threads`` of the benchmark process."""
+
+LAYOUT_VARIABLE = "RLPACE_BENCH_LAYOUT_PAD"
+"""Random padding in each benchmark process's environment (see ``RunSettings.layout_pad``)."""
 
 SUITE_DIR = Path("tests") / "benchmarks"
 """Where the suite lives, relative to a repository root."""
@@ -74,6 +78,14 @@ class RunSettings:
     """Seconds after which one case (setup and timing) is stopped and fails."""
     threads: int = 1
     """Intra-op threads: ``torch.set_num_threads`` and ``OMP_NUM_THREADS``/``MKL_NUM_THREADS``."""
+    layout_pad: int = 4096
+    """Most bytes of random padding put in each benchmark process's environment
+    (:data:`LAYOUT_VARIABLE`), 0 for none. The size of the environment moves the
+    initial stack, and with it the alignment of everything on it; a fixed difference
+    between base and head (another path, another argv) can then bias every timing of
+    one side by a few percent (Mytkowicz et al., "Producing wrong data without doing
+    anything obviously wrong!", ASPLOS 2009). A random size per process turns that
+    bias into process-to-process noise, which the comparator measures and allows for."""
 
     def __post_init__(self) -> None:
         checks = {
@@ -83,6 +95,7 @@ class RunSettings:
             "warmup_iterations": (self.warmup_iterations >= 0, "an integer >= 0"),
             "timeout": (self.timeout > 0, "a number > 0"),
             "threads": (self.threads >= 1, "an integer >= 1"),
+            "layout_pad": (self.layout_pad >= 0, "an integer >= 0"),
         }
         for name, (ok, expected) in checks.items():
             if not ok:
@@ -117,16 +130,22 @@ class RunOutcome:
         return self.returncode == 0
 
 
-def stable_environ(base: Mapping[str, str], settings: RunSettings) -> dict[str, str]:
+def stable_environ(
+    base: Mapping[str, str], settings: RunSettings, rng: random.Random | None = None
+) -> dict[str, str]:
     """The benchmark process's environment: ``base`` with the thread variables pinned
-    (``OMP_NUM_THREADS``, ``MKL_NUM_THREADS`` and the plugin's ``RLPACE_BENCH_THREADS``).
+    (``OMP_NUM_THREADS``, ``MKL_NUM_THREADS`` and the plugin's ``RLPACE_BENCH_THREADS``)
+    and a random amount of layout padding (``RunSettings.layout_pad``).
 
     Example:
-        >>> env = stable_environ({"PATH": "/bin"}, RunSettings(threads=2))
+        >>> env = stable_environ({"PATH": "/bin"}, RunSettings(threads=2), random.Random(0))
         >>> env["OMP_NUM_THREADS"], env["MKL_NUM_THREADS"], env["PATH"]
         ('2', '2', '/bin')
+        >>> 0 <= len(env[LAYOUT_VARIABLE]) <= RunSettings().layout_pad
+        True
     """
     env = dict(base)
+    env[LAYOUT_VARIABLE] = "x" * (rng or random.SystemRandom()).randint(0, settings.layout_pad)
     env["OMP_NUM_THREADS"] = str(settings.threads)
     env["MKL_NUM_THREADS"] = str(settings.threads)
     env[THREADS_VARIABLE] = str(settings.threads)

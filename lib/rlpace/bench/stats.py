@@ -30,6 +30,7 @@ __all__ = [
     "minimal_detectable_change",
     "robust_location_spread",
     "robust_relative_spread",
+    "run_level_noise",
     "summarize",
 ]
 
@@ -274,6 +275,56 @@ def minimal_detectable_change(
     z = _sp.norm.ppf(1 - alpha / 2) + _sp.norm.ppf(power)
     se = math.sqrt(sigma(a) ** 2 / a.size + sigma(b) ** 2 / b.size)
     return float(z * se / med_b * 100)
+
+
+def run_level_noise(
+    head_run_medians: Sequence[float],
+    base_run_medians: Sequence[float],
+    *,
+    alpha: float = 0.05,
+    power: float = 0.8,
+) -> tuple[float, float]:
+    """Half-width and minimal detectable change of the log ratio head/base, with the
+    *process* as the unit of replication.
+
+    Rounds taken in one process share its memory layout, its CPU placement and its
+    neighbours on the machine, so they are not independent: a benchmark whose processes
+    differ (common for multi-process cases) can look significant over hundreds of pooled
+    rounds while another pair of processes would say the opposite. Here each run's median
+    is one observation; the log medians' variance is pooled over both sides (two-sample
+    t, ``k_h + k_b − 2`` degrees of freedom) and turned into the half-width of a
+    ``1 − alpha`` interval on ``log(head / base)`` and the log change detectable with
+    ``power``. Few runs mean few degrees of freedom and wide figures, which is the truth
+    about them. ``math.expm1(x) * 100`` turns either into a percentage.
+
+    Args:
+        head_run_medians: one median per head run (process).
+        base_run_medians: one median per base run.
+        alpha: two-sided level of the interval.
+        power: detection probability of the minimal detectable change.
+
+    Returns:
+        ``(half_width, mdc)`` in natural-log units, NaN when a side has fewer than two
+        runs or a median is not positive.
+
+    Example:
+        >>> half, mdc = run_level_noise([1.00, 1.02], [1.01, 0.99])
+        >>> round(math.expm1(half) * 100, 1), round(math.expm1(mdc) * 100, 1)
+        (6.2, 7.8)
+        >>> run_level_noise([1.0], [1.0, 1.1])
+        (nan, nan)
+    """
+    h = np.asarray(head_run_medians, dtype=float)
+    b = np.asarray(base_run_medians, dtype=float)
+    if h.size < 2 or b.size < 2 or not (np.all(h > 0) and np.all(b > 0)):
+        return float("nan"), float("nan")
+    lh, lb = np.log(h), np.log(b)
+    df = h.size + b.size - 2
+    pooled = (((lh - lh.mean()) ** 2).sum() + ((lb - lb.mean()) ** 2).sum()) / df
+    se = math.sqrt(pooled * (1 / h.size + 1 / b.size))
+    t_alpha = float(_sp.t.ppf(1 - alpha / 2, df))
+    t_power = float(_sp.t.ppf(power, df))
+    return t_alpha * se, (t_alpha + t_power) * se
 
 
 def benjamini_hochberg(p_values: Sequence[float] | np.ndarray) -> np.ndarray:
