@@ -335,3 +335,19 @@ def test_seed_names_cannot_split_rows_inject_html_or_ping():
     body = [cells(line) for line in text.splitlines() if line.startswith("| ")][2:]
     assert [row[0] for row in body] == ["a|b", "&lt;img src=x&gt;", "@\u200boctocat"]
     assert all(len(row) == 6 for row in body)
+
+
+def test_flagged_rows_state_their_minimal_detectable_change():
+    rows = (
+        BenchmarkChange("t::slow", "slow", Verdict.WORSENED, median_change_pct=-30.0,
+                        ci_low_pct=-32.0, ci_high_pct=-28.0, noise_pct=9.0, mdc_pct=12.34),
+        BenchmarkChange("t::fast", "fast", Verdict.IMPROVED, median_change_pct=30.0,
+                        ci_low_pct=28.0, ci_high_pct=32.0, noise_pct=2.0, mdc_pct=1.5),
+    )  # fmt: skip
+    text = render_report(Comparison(rows=rows), title="T")
+    regressions = text.split("#### Regressions")[1].split("#### Improvements")[0]
+    assert "| Detectable |" in regressions
+    assert "| ±9.0% | ±12.3% |" in regressions  # noise, then detectable
+    # never below the threshold: a smaller change is not flagged, however quiet
+    improvements = text.split("#### Improvements")[1]
+    assert "| ±2.0% | ±5.0% |" in improvements

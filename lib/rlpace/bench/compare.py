@@ -533,6 +533,8 @@ def _draft(
     calibrated_pct = calibrated[out["fullname"]] * 100 if out["fullname"] in calibrated else _NAN
     candidates = (half, rounds_mdc, out.get("run_noise_pct", _NAN), calibrated_pct)
     known = [x for x in candidates if math.isfinite(x)]
+    if math.isfinite(calibrated_pct) and math.isfinite(out.get("mdc_pct", _NAN)):
+        out["mdc_pct"] = max(out["mdc_pct"], calibrated_pct)  # a change must also pass it
     out["noise_pct"] = max(known) if math.isfinite(half) and known else _NAN
     if out["method"] == "none":
         out["note"] = "no spread recorded: change cannot be told from noise"

@@ -172,6 +172,12 @@ def _q(row: BenchmarkChange) -> str:
     return "intervals" if row.method == "intervals" else "-"
 
 
+def _detectable(row: BenchmarkChange, threshold: float = 0.0) -> str:
+    """The minimal detectable change at 80% power (never below the threshold, which a
+    change must also pass), e.g. ``±7.5%``, or ``-`` when unknown."""
+    return f"±{max(row.mdc_pct, threshold):.1f}%" if math.isfinite(row.mdc_pct) else "-"
+
+
 def _throughput(row: BenchmarkChange) -> str:
     value = row.head_throughput
     if not math.isfinite(value):
@@ -274,6 +280,7 @@ def _environment():
         interval=_interval,
         change=_change,
         q=_q,
+        detectable=_detectable,
         throughput=_throughput,
         verdict=lambda v: _VERDICT_LABEL[v],
         plural=_plural,
