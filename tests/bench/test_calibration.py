@@ -135,3 +135,74 @@ def test_reading_a_foreign_file_says_what_to_do(tmp_path):
     path.write_text(json.dumps({"format": "rlpace-bench-calibration", "version": 99}))
     with pytest.raises(BenchInputError, match="rerun `rlpace-bench aa`"):
         read_calibration(path)
+
+
+def synthetic_pool(rng, n_runs, *, slowdown=0.0, names=None):
+    """Result tables of ``n_runs`` runs: per benchmark a process-level and a round-level
+    noise, as the suite has them (quiet single-process cases, jumpy multi-process ones,
+    torchrl twins as controls); ``slowdown`` slows every rlpace row."""
+    import numpy as np
+
+    from rlpace.bench.results import results_from_records
+
+    names = names or {
+        **{f"test_quiet{i}[rlpace]": 0.005 for i in range(8)},
+        **{f"test_jumpy{i}[rlpace]": 0.20 for i in range(3)},
+        **{f"test_twin{i}[torchrl]": 0.01 for i in range(6)},
+    }
+    frames = []
+    for _ in range(n_runs):
+        records = []
+        for name, process_sd in names.items():
+            impl = name.split("[")[1].rstrip("]")
+            center = 1e-3 * np.exp(rng.normal(0, process_sd))
+            if impl == "rlpace":
+                center *= 1 + slowdown
+            data = center * np.exp(rng.normal(0, 0.02, 40))
+            records.append({"fullname": name, "params": {"impl": impl}, "data": data.tolist()})
+        frames.append(results_from_records(records))
+    return frames
+
+
+def test_analyse_pool_calibrates_from_run_spreads_and_holds_out_each_comparisons_runs():
+    import numpy as np
+
+    from rlpace.bench.calibration import analyse_pool, run_spreads
+
+    rng = np.random.default_rng(0)
+    clean = synthetic_pool(rng, 12)
+    slow = synthetic_pool(rng, 4, slowdown=0.10)
+    inject = "test_=0.1,*[torchrl*=0"
+    config = CalibrationConfig(runs=12, repeats=2, pool=12, inject=inject, slow_pool=4)
+    cal = analyse_pool(config, clean, slow)
+    by_name = {b.fullname: b for b in cal.benchmarks}
+    assert (cal.pool, cal.slow_pool, len(cal.draws)) == (12, 4, 12)
+    spreads = run_spreads(clean)
+    for name, bench in by_name.items():
+        # the stored run spread is the pool's, and the A/A spread at 2 runs a side follows it
+        assert bench.runs == 12 and math.isclose(bench.run_spread_pct, spreads[name][0])
+        assert math.isclose(bench.spread_pct, bench.run_spread_pct, rel_tol=1e-9)  # √(2/2) = 1
+    jumpy = [b for n, b in by_name.items() if n.startswith("test_jumpy")]
+    quiet = [b for n, b in by_name.items() if n.startswith("test_quiet")]
+    assert min(b.run_spread_pct for b in jumpy) > 5 * max(b.run_spread_pct for b in quiet)
+    assert all(b.gate_pct > 20 for b in jumpy) and all(b.gate_pct < 5 for b in quiet)
+    # quiet benchmarks never cry wolf; with two runs a side (two degrees of freedom)
+    # the comparator alone lets a jumpy one through now and then, the calibration never
+    assert all(b.flagged == 0 for b in quiet), md_table(cal)
+    assert cal.false_alarm_rate_calibrated == 0.0, md_table(cal)
+    # the 10% slow-down of rlpace's rows is caught on every quiet benchmark, every time
+    assert all(b.injected == 0.1 and b.detected == 1.0 for b in quiet), md_table(cal)
+    assert all(b.injected == 0.0 for n, b in by_name.items() if "torchrl" in n)
+
+
+def test_noise_fractions_scale_with_the_runs_a_side():
+    from rlpace.bench.calibration import BenchmarkNoise
+
+    bench = BenchmarkNoise("a", 4, (1.0,), 0, 2.0, 8.0, 12.0, 2.0, run_spread_pct=2.0, runs=8)
+    cal = Calibration("cpu", 4, 2, 8, 5.0, 0.05, 0.05, 0.0, 0.0, (bench,))
+    assert cal.noise_fractions() == {"a": 0.08} == cal.noise_fractions(repeats=2)
+    assert cal.noise_fractions(repeats=8) == {"a": 0.04}
+    with pytest.raises(BenchInputError, match="repeats: expected an integer >= 1"):
+        cal.noise_fractions(repeats=0)
+    with pytest.raises(BenchInputError, match="--slow-pool: expected at least repeats = 2"):
+        CalibrationConfig(repeats=2, inject="test_=0.1", slow_pool=1)

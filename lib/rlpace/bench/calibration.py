@@ -7,16 +7,22 @@ runs when the pool holds ``2 × repeats × runs`` of them, the default). From th
 
 - the **false-alarm rate**: the fraction of A/A comparisons that flag at least one
   benchmark, with the comparator's own gates, and again with the calibrated noise
-  (each comparison judged with noise calibrated on the *other* comparisons, so the
-  figure is not flattered by fitting its own data);
-- per benchmark, the **spread** of the A/A change (standard deviation, %), the
-  **noise gate** the comparator should require of a change (``z × spread`` with
-  ``z`` Bonferroni-corrected so the whole suite stays under ``family_alpha``, and never
-  below the largest A/A change seen), and the **minimal detectable change** at 80%
-  power: ``max(gate, threshold) + z₀.₈ × spread``;
+  (each comparison judged with noise calibrated without its own runs, so the figure is
+  not flattered by fitting its own data). Comparisons are judged as ``pr`` judges them,
+  negative-control floor included (:func:`rlpace.bench.pipeline.judge_runs`);
+- per benchmark, the **run spread** (standard deviation of the log median of one run
+  across every run of the pool, %, the process-to-process noise), the **spread** of the
+  A/A change with ``repeats`` runs a side (``run spread × √(2 / repeats)``; from the A/A
+  changes themselves when the pool is too small), the **noise gate** the comparator
+  should require of a change (``z × spread`` with ``z`` Bonferroni-corrected so the
+  whole suite stays under ``family_alpha``, and never below the largest A/A change
+  seen), and the **minimal detectable change** at 80% power:
+  ``max(gate, threshold) + z₀.₈ × spread``;
 - with ``inject`` (an :data:`~rlpace.bench.suite.SLOWDOWN_ENV` spec), a second pool
-  runs with that slowdown and each injected benchmark's **detection rate** is the
-  fraction of comparisons (clean vs slowed) that flag it as worsened.
+  (``slow_pool`` runs) runs with that slowdown and each injected benchmark's
+  **detection rate** is the fraction of comparisons (clean vs slowed) that flag it as
+  worsened. Inject into rlpace's rows only (``'test_=0.1,*[torchrl*=0'``): the
+  torchrl twins are the negative controls.
 
 The figures come from :class:`Calibration`, written versioned to ``<set>.json``; the
 ``pr`` command reads its noise with ``--noise``.
@@ -34,7 +40,7 @@ import math
 import random
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -46,13 +52,15 @@ __all__ = [
     "BenchmarkNoise",
     "Calibration",
     "CalibrationConfig",
+    "analyse_pool",
     "noise_gate",
     "read_calibration",
     "run_calibration",
+    "run_spreads",
 ]
 
 CALIBRATION_FORMAT = "rlpace-bench-calibration"
-CALIBRATION_VERSION = 1
+CALIBRATION_VERSION = 2
 POWER = 0.8
 
 
@@ -63,6 +71,7 @@ def noise_gate(
     family_alpha: float = 0.05,
     threshold: float = 5.0,
     power: float = POWER,
+    spread_pct: float | None = None,
 ) -> tuple[float, float, float]:
     """Noise gate, spread and minimal detectable change of one benchmark, in percent.
 
@@ -72,6 +81,9 @@ def noise_gate(
         family_alpha: the chance, per PR run, of flagging anything in an A/A run.
         threshold: the comparator's effect threshold (%).
         power: detection probability the minimal detectable change is defined for.
+        spread_pct: the A/A change's standard deviation when known better than from
+            ``changes_pct`` (from the run spread of a large pool); NaN or None: from
+            the changes.
 
     Returns:
         ``(gate, spread, mdc)``: an A/A change exceeds ``gate`` with probability about
@@ -81,14 +93,21 @@ def noise_gate(
     Example:
         >>> [round(x, 2) for x in noise_gate([2.0, -2.0, 1.0, -1.0], n_benchmarks=10)]
         [5.12, 1.83, 6.66]
+        >>> [round(x, 2) for x in noise_gate([2.0, -2.0], n_benchmarks=10, spread_pct=1.0)]
+        [2.81, 1.0, 5.84]
     """
     from scipy.stats import norm
 
     values = [c for c in changes_pct if math.isfinite(c)]
-    if len(values) < 2:
+    if spread_pct is not None and math.isfinite(spread_pct):
+        if not values:
+            return math.nan, math.nan, math.nan
+        spread = spread_pct
+    elif len(values) < 2:
         return math.nan, math.nan, math.nan
-    mean = sum(values) / len(values)
-    spread = math.sqrt(sum((c - mean) ** 2 for c in values) / (len(values) - 1))
+    else:
+        mean = sum(values) / len(values)
+        spread = math.sqrt(sum((c - mean) ** 2 for c in values) / (len(values) - 1))
     z = float(norm.ppf(1 - family_alpha / (2 * max(n_benchmarks, 1))))
     gate = max(z * spread, max(abs(c) for c in values))
     mdc = max(gate, threshold) + float(norm.ppf(power)) * spread
@@ -133,11 +152,19 @@ class CalibrationConfig:
     """Seed of the random assignment of pool runs to comparisons."""
     reuse_runs: bool = False
     """Recompute the figures from the pool files of an earlier run instead of running."""
+    slow_pool: int | None = None
+    """Slowed suite runs (with ``inject``); default ``repeats × runs``. Each detection
+    comparison draws ``repeats`` of them, so fewer than that are reused."""
 
     def __post_init__(self) -> None:
         if self.runs < 1 or self.repeats < 1:
             raise BenchInputError(
                 f"--runs and --repeats: expected integers >= 1, got {self.runs} and {self.repeats}"
+            )
+        if self.slow_pool is not None and self.slow_pool < self.repeats:
+            raise BenchInputError(
+                f"--slow-pool: expected at least repeats = {self.repeats} runs (one side's "
+                f"worth), got {self.slow_pool}"
             )
         if self.pool is not None and self.pool < 2 * self.repeats:
             raise BenchInputError(
@@ -158,6 +185,13 @@ class CalibrationConfig:
         """Suite runs of the clean pool."""
         return self.pool if self.pool is not None else 2 * self.repeats * self.runs
 
+    @property
+    def effective_slow_pool(self) -> int:
+        """Suite runs of the slowed pool (0 without ``inject``)."""
+        if not self.inject:
+            return 0
+        return self.slow_pool if self.slow_pool is not None else self.repeats * self.runs
+
 
 @dataclass(frozen=True)
 class BenchmarkNoise:
@@ -176,7 +210,7 @@ class BenchmarkNoise:
     flagged: int
     """A/A comparisons that flagged it (improved or worsened) without calibrated noise."""
     spread_pct: float
-    """Standard deviation of the A/A change."""
+    """Standard deviation of the A/A change with ``repeats`` runs a side."""
     gate_pct: float
     """Calibrated noise: the change a PR must exceed to be flagged."""
     mdc_pct: float
@@ -189,6 +223,11 @@ class BenchmarkNoise:
     """Fraction of clean-vs-slowed comparisons flagging it worsened, calibrated noise on."""
     detected_raw: float | None = None
     """The same without calibrated noise."""
+    run_spread_pct: float = math.nan
+    """Standard deviation of one run's log median across the pool (×100): the
+    process-to-process noise (NaN with fewer than three runs)."""
+    runs: int = 0
+    """Clean pool runs that measured this benchmark."""
 
     @property
     def noise_fraction(self) -> float:
@@ -231,10 +270,29 @@ class Calibration:
     """Per A/A comparison, the clean-pool runs of side A and side B (``clean-<i>.json``)."""
     runs_dir: str = ""
     """Where the pool's result files are (``clean-<i>.json``, ``slow-<i>.json``)."""
+    slow_pool: int = 0
+    """Slowed runs in the detection pool (0 without ``inject``)."""
 
-    def noise_fractions(self) -> dict[str, float]:
-        """``fullname → gate`` as fractions, the ``noise`` argument of ``compare_runs``."""
-        return {b.fullname: b.noise_fraction for b in self.benchmarks}
+    def noise_fractions(self, repeats: int | None = None) -> dict[str, float]:
+        """``fullname → gate`` as fractions, the ``noise`` argument of ``compare_runs``.
+
+        Args:
+            repeats: runs per side of the comparison these gates will judge; the gates
+                were calibrated for :attr:`repeats` and scale as ``√(repeats_cal /
+                repeats)`` (the spread of a mean of runs). None: as calibrated.
+
+        Example:
+            >>> b = BenchmarkNoise("a", 2, (1.0, -1.0), 0, 1.0, 4.0, 7.0, 2.0)
+            >>> cal = Calibration("cpu", 2, 2, 8, 5.0, 0.05, 0.05, 0.0, 0.0, (b,))
+            >>> cal.noise_fractions(), cal.noise_fractions(repeats=8)
+            ({'a': 0.04}, {'a': 0.02})
+        """
+        if repeats is None or repeats == self.repeats:
+            return {b.fullname: b.noise_fraction for b in self.benchmarks}
+        if repeats < 1:
+            raise BenchInputError(f"repeats: expected an integer >= 1, got {repeats!r}")
+        scale = math.sqrt(self.repeats / repeats)
+        return {b.fullname: round(min(b.noise_fraction * scale, 1.0), 6) for b in self.benchmarks}
 
     def to_dict(self) -> dict[str, Any]:
         """The versioned JSON form (NaN becomes None)."""
@@ -304,6 +362,8 @@ def read_calibration(path: Path) -> Calibration:
             injected=float(b.get("injected") or 0.0),
             detected=b.get("detected"),
             detected_raw=b.get("detected_raw"),
+            run_spread_pct=num(b.get("run_spread_pct")),
+            runs=int(b.get("runs") or 0),
         )
         for b in data["benchmarks"]
     )
@@ -324,6 +384,7 @@ def read_calibration(path: Path) -> Calibration:
         environment=data.get("environment") or {},
         draws=tuple((tuple(a), tuple(b)) for a, b in data.get("draws", [])),
         runs_dir=data.get("runs_dir", ""),
+        slow_pool=int(data.get("slow_pool") or 0),
     )
 
 
@@ -359,9 +420,8 @@ def run_calibration(
         >>> cal.false_alarm_rate_calibrated  # doctest: +SKIP
         0.0
     """
-    from rlpace.bench.compare import Verdict, compare_runs
     from rlpace.bench.pipeline import extra_environ, repository_root, suite_present
-    from rlpace.bench.results import load_results, merge_runs
+    from rlpace.bench.results import load_results
     from rlpace.bench.runner import RunSettings, run
     from rlpace.bench.suite import SLOWDOWN_ENV
 
@@ -375,7 +435,7 @@ def run_calibration(
         for stale in runs_dir.glob("*.json"):
             stale.unlink()
     clean_n = config.effective_pool
-    slow_n = config.repeats * config.runs if config.inject else 0
+    slow_n = config.effective_slow_pool
     # interleave clean and slowed runs (ABBA) so drift hits both pools alike
     schedule: list[tuple[str, int]] = []
     for i in range(max(clean_n, slow_n)):
@@ -416,18 +476,90 @@ def run_calibration(
         if on_run is not None:
             on_run(done, len(schedule))
 
+    calibration = analyse_pool(
+        config,
+        frames["clean"],
+        frames["slow"],
+        environment=_environment_of(runs_dir / "clean-0.json"),
+    )
+    calibration = replace(calibration, runs_dir=str(runs_dir))
+    write_calibration(
+        calibration, config.out_dir if config.out_dir.is_absolute() else repo / config.out_dir
+    )
+    return calibration
+
+
+def run_spreads(frames: Sequence[Any]) -> dict[str, tuple[float, int]]:
+    """Per benchmark, the spread of one run's log median across ``frames`` (×100) and
+    how many runs measured it (each frame is one run's results table).
+
+    Example:
+        >>> from rlpace.bench.results import results_from_records
+        >>> runs = [results_from_records([{"fullname": "a", "data": [m] * 3}]) for m in (1.0, 1.1, 0.9)]
+        >>> spread, n = run_spreads(runs)["a"]
+        >>> round(spread, 2), n
+        (10.04, 3)
+    """
+    medians: dict[str, list[float]] = {}
+    for frame in frames:
+        for name, median, status in zip(frame["fullname"], frame["median"], frame["status"]):
+            if status == "ok" and math.isfinite(median) and median > 0:
+                medians.setdefault(name, []).append(math.log(median))
+    out = {}
+    for name, logs in medians.items():
+        if len(logs) < 3:
+            out[name] = (math.nan, len(logs))
+            continue
+        mean = sum(logs) / len(logs)
+        var = sum((x - mean) ** 2 for x in logs) / (len(logs) - 1)
+        out[name] = (math.sqrt(var) * 100, len(logs))
+    return out
+
+
+def analyse_pool(
+    config: CalibrationConfig,
+    clean: Sequence[Any],
+    slow: Sequence[Any] = (),
+    *,
+    environment: Mapping[str, Any] | None = None,
+) -> Calibration:
+    """The calibration figures from the pool's results tables (no running).
+
+    Args:
+        config: the calibration settings (``runs``, ``repeats``, ``seed``, threshold...).
+        clean: one results table per clean run (:func:`rlpace.bench.results.load_results`).
+        slow: one per slowed run (``inject``), may be empty.
+        environment: recorded in the calibration.
+
+    Example:
+        >>> from rlpace.bench.results import results_from_records
+        >>> pool = [results_from_records([{"fullname": "a", "data": [1 + i / 100] * 5}])
+        ...         for i in range(4)]
+        >>> cal = analyse_pool(CalibrationConfig(runs=2, repeats=1, pool=4), pool)
+        >>> cal.benchmarks[0].runs, round(cal.benchmarks[0].run_spread_pct, 2)
+        (4, 1.27)
+    """
+    from rlpace.bench.compare import Verdict
+    from rlpace.bench.pipeline import judge_runs
+    from rlpace.bench.results import merge_runs
+    from rlpace.bench.suite import slowdown_for
+
+    clean_n, slow_n = len(clean), len(slow)
     rng = random.Random(config.seed)
     draws = _draws(clean_n, config.runs, config.repeats, rng)
-    merged = {}
+    slow_draws = (
+        [sorted(rng.sample(range(slow_n), config.repeats)) for _ in draws] if slow_n else []
+    )
+    merged: dict[tuple[str, tuple[int, ...]], Any] = {}
 
-    def side(kind: str, idx: list[int]):
+    def side(kind: str, idx: list[int]) -> Any:
         key = (kind, tuple(idx))
         if key not in merged:
-            merged[key] = merge_runs([frames[kind][i] for i in idx])
+            merged[key] = merge_runs([(clean if kind == "clean" else slow)[i] for i in idx])
         return merged[key]
 
-    def compare(a, b, noise=None):
-        return compare_runs(b, a, threshold=config.threshold, alpha=config.alpha, noise=noise)
+    def compare(a: Any, b: Any, noise: Mapping[str, float] | None = None) -> Any:
+        return judge_runs(b, a, threshold=config.threshold, alpha=config.alpha, noise=noise)
 
     flagged_kinds = (Verdict.WORSENED, Verdict.IMPROVED)
     aa = [compare(side("clean", a), side("clean", b)) for a, b in draws]
@@ -446,14 +578,18 @@ def run_calibration(
     bare = [sum(c.threshold_counts()) for c in aa]
     bare_rate = sum(n > 0 for n in bare) / len(aa)
     bare_share = sum(n / max(len(c.rows), 1) for n, c in zip(bare, aa)) / len(aa)
+    per_side = math.sqrt(2 / config.repeats)  # a mean of `repeats` runs, one per side
 
     def gates(exclude: int | None = None) -> dict[str, tuple[float, float, float]]:
+        held = set() if exclude is None else set(draws[exclude][0]) | set(draws[exclude][1])
+        spreads = run_spreads([f for i, f in enumerate(clean) if i not in held])
         return {
             n: noise_gate(
                 [c for i, c in enumerate(changes[n]) if i != exclude],
                 n_benchmarks=len(names),
                 family_alpha=config.family_alpha,
                 threshold=config.threshold,
+                spread_pct=spreads.get(n, (math.nan, 0))[0] * per_side,
             )
             for n in names
         }
@@ -471,25 +607,21 @@ def run_calibration(
         false_alarms_calibrated = math.nan
     final = gates()
     noise = as_noise(final)
+    spreads = run_spreads(clean)
 
     detected: dict[str, list[bool]] = {n: [] for n in names}
     detected_raw: dict[str, list[bool]] = {n: [] for n in names}
-    if config.inject:
-        for i, (a, _) in enumerate(draws):
-            slowed = list(range(i * config.repeats, (i + 1) * config.repeats))
-            for store, nz in ((detected, noise), (detected_raw, None)):
-                result = compare(side("clean", a), side("slow", slowed), nz)
-                for row in result.rows:
-                    if row.fullname in store:
-                        store[row.fullname].append(row.verdict is Verdict.WORSENED)
-
-    from rlpace.bench.suite import slowdown_for
+    for (a, _), slowed in zip(draws, slow_draws):
+        for store, nz in ((detected, noise), (detected_raw, None)):
+            result = compare(side("clean", a), side("slow", slowed), nz)
+            for row in result.rows:
+                if row.fullname in store:
+                    store[row.fullname].append(row.verdict is Verdict.WORSENED)
 
     benchmarks = []
     for n in names:
         gate, spread, mdc = final[n]
         finite = [c for c in comp_mdc[n] if math.isfinite(c)]
-        injected = slowdown_for(n.rsplit("::", 1)[-1], config.inject or "")
         benchmarks.append(
             BenchmarkNoise(
                 fullname=n,
@@ -500,12 +632,14 @@ def run_calibration(
                 gate_pct=gate,
                 mdc_pct=mdc,
                 comparator_mdc_pct=sorted(finite)[len(finite) // 2] if finite else math.nan,
-                injected=injected,
-                detected=_rate(detected[n]) if config.inject else None,
-                detected_raw=_rate(detected_raw[n]) if config.inject else None,
+                injected=slowdown_for(n.rsplit("::", 1)[-1], config.inject or ""),
+                detected=_rate(detected[n]) if slow_n else None,
+                detected_raw=_rate(detected_raw[n]) if slow_n else None,
+                run_spread_pct=spreads.get(n, (math.nan, 0))[0],
+                runs=spreads.get(n, (math.nan, 0))[1],
             )
         )
-    calibration = Calibration(
+    return Calibration(
         set_name=config.set_name,
         runs=config.runs,
         repeats=config.repeats,
@@ -519,14 +653,10 @@ def run_calibration(
         bare_threshold_rate=bare_rate,
         bare_threshold_share=bare_share,
         inject=config.inject,
-        environment=_environment_of(runs_dir / "clean-0.json"),
+        environment=dict(environment or {}),
         draws=tuple((tuple(a), tuple(b)) for a, b in draws),
-        runs_dir=str(runs_dir),
+        slow_pool=slow_n,
     )
-    write_calibration(
-        calibration, config.out_dir if config.out_dir.is_absolute() else repo / config.out_dir
-    )
-    return calibration
 
 
 def _rate(hits: list[bool]) -> float | None:

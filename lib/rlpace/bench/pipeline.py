@@ -49,6 +49,8 @@ from rlpace.bench.errors import BenchInputError
 from rlpace.bench.runner import SUITE_DIR, RunOutcome, RunSettings, run
 
 if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
     from rlpace.bench.compare import BenchmarkChange, Comparison
 
 __all__ = [
@@ -62,6 +64,7 @@ __all__ = [
     "abba_schedule",
     "checkout_base",
     "extra_environ",
+    "judge_runs",
     "prepare_base_python",
     "repository_root",
     "requirements_hash",
@@ -348,8 +351,6 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
         >>> [o.set_name for o in outcomes]  # doctest: +SKIP
         ['cpu']
     """
-    from rlpace.bench.compare import compare_runs
-    from rlpace.bench.controls import noise_floor_from_controls, noise_with_floor
     from rlpace.bench.environment import require_compatible_runs
     from rlpace.bench.results import load_results, merge_runs
 
@@ -379,7 +380,11 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
             outcomes.append(_write_skipped(out_dir, set_name, skipped, base))
             continue
         noise_file = config.noise_file or repo / CALIBRATION_DIR / f"{set_name}.json"
-        noise = load_noise(noise_file) if config.noise_file or noise_file.is_file() else None
+        noise = (
+            load_noise(noise_file, repeats=config.effective_repeats)
+            if config.noise_file or noise_file.is_file()
+            else None
+        )
         if progress is not None:
             progress.set_started(set_name, 2 * config.effective_repeats)
         runs = run_interleaved(
@@ -405,14 +410,9 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
         differences = require_compatible_runs(
             head_df, base_df, allow_mismatch=base.env_mode == "full", require_metadata=False
         )
-        # negative controls (torchrl twins) measure this run's common-mode shift and
-        # noise; no benchmark is flagged for moving less than they do
-        floor = noise_floor_from_controls(head_df, base_df)
-        noise = noise_with_floor(noise, head_df["fullname"], floor)
-        comparison = compare_runs(
+        comparison = judge_runs(
             head_df, base_df, threshold=config.threshold, alpha=config.alpha, noise=noise
         )
-        comparison = replace(comparison, noise_floor=floor)
         outcomes.append(
             _write_reports(out_dir, set_name, comparison, runs, base, noise_file, differences)
         )
@@ -528,16 +528,56 @@ def _run_order(path: Path) -> tuple[int, int]:
     return repeat, 0 if side == first else 1
 
 
-def load_noise(path: Path) -> dict[str, float]:
-    """Per-benchmark calibrated noise (fractions) from an ``rlpace-bench aa`` file.
+def load_noise(path: Path, repeats: int | None = None) -> dict[str, float]:
+    """Per-benchmark calibrated noise (fractions) from an ``rlpace-bench aa`` file,
+    scaled to ``repeats`` runs a side (None: as calibrated).
 
     Example:
-        >>> load_noise(Path("reports/aa/calibration.json"))  # doctest: +SKIP
+        >>> load_noise(Path("reports/calibration/cpu.json"), repeats=2)  # doctest: +SKIP
         {'tests/benchmarks/test_rb.py::test_rb_extend[rlpace-64]': 0.031, ...}
     """
     from rlpace.bench.calibration import read_calibration
 
-    return read_calibration(path).noise_fractions()
+    return read_calibration(path).noise_fractions(repeats)
+
+
+def judge_runs(
+    head: pd.DataFrame,
+    base: pd.DataFrame,
+    *,
+    threshold: float = 5.0,
+    alpha: float = 0.05,
+    noise: Mapping[str, float] | None = None,
+) -> Comparison:
+    """Compare merged head and base runs as ``pr`` does: the comparator, with this run's
+    negative-control floor (:mod:`rlpace.bench.controls`) added to the calibrated noise.
+
+    Args:
+        head: merged results of the head runs (:func:`rlpace.bench.results.merge_runs`).
+        base: merged results of the base runs.
+        threshold: effect threshold in percent.
+        alpha: false discovery rate.
+        noise: calibrated noise per benchmark (fractions), e.g. from :func:`load_noise`.
+
+    Returns:
+        The :class:`~rlpace.bench.compare.Comparison`, its ``noise_floor`` set.
+
+    Example:
+        >>> from rlpace.bench.results import results_from_records
+        >>> run = results_from_records([{"fullname": "a", "data": [1.0, 1.01, 0.99] * 5}])
+        >>> judged = judge_runs(run, run)
+        >>> judged.rows[0].verdict.value, judged.noise_floor.active
+        ('unchanged', False)
+    """
+    from rlpace.bench.compare import compare_runs
+    from rlpace.bench.controls import noise_floor_from_controls, noise_with_floor
+
+    # negative controls (torchrl twins) measure this run's common-mode shift and
+    # noise; no benchmark is flagged for moving less than they do
+    floor = noise_floor_from_controls(head, base)
+    noise = noise_with_floor(noise, head["fullname"], floor)
+    comparison = compare_runs(head, base, threshold=threshold, alpha=alpha, noise=noise)
+    return replace(comparison, noise_floor=floor)
 
 
 class ProgressSink:

@@ -23,6 +23,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--pool", type=int, default=None, help="suite runs to draw from (default 2*repeats*runs)"
     )
+    parser.add_argument(
+        "--slow-pool",
+        type=int,
+        default=None,
+        help="slowed suite runs with --inject (default repeats*runs; fewer are reused)",
+    )
     parser.add_argument("--set", dest="set_name", choices=("cpu", "gpu"), default="cpu")
     parser.add_argument("-k", dest="keyword", default=None, help="pytest -k expression")
     parser.add_argument("--threshold", type=float, default=5.0, help="effect threshold in %%")
@@ -59,6 +65,7 @@ def main(args: argparse.Namespace) -> int:
         runs=args.runs,
         repeats=args.repeats,
         pool=args.pool,
+        slow_pool=args.slow_pool,
         set_name=args.set_name,
         keyword=args.keyword,
         threshold=args.threshold,
