@@ -12,6 +12,12 @@ implies ``|change − location| > z·σ``: the floor never flags a change that i
 ``z`` control sigmas of the common-mode shift, whichever its sign. With fewer than
 ``min_controls`` usable controls the spread means little, and there is no floor.
 
+That floor is for benchmarks the run knows nothing else about. A benchmark with a
+calibrated A/A noise of its own (``rlpace-bench aa``) is judged by that, which is
+sharper than the spread of *other* benchmarks; for it only the common-mode shift
+counts, beyond doubt: the :attr:`NoiseFloor.shift_floor_pct`, ``|median| + z × σ_median``
+with ``σ_median = 1.2533 × spread / √controls`` (the standard error of a median).
+
 Example:
     >>> from rlpace.bench.results import results_from_records
     >>> def run(factor):
@@ -81,10 +87,25 @@ class NoiseFloor:
 
     @property
     def floor_pct(self) -> float:
-        """``|location| + z × spread`` in %, NaN when not :attr:`active`."""
+        """``|location| + z × spread`` in %, NaN when not :attr:`active`: the floor of a
+        benchmark without calibrated noise."""
         if not self.active:
             return _NAN
         return abs(self.location_pct) + self.z * self.spread_pct
+
+    @property
+    def shift_floor_pct(self) -> float:
+        """``|location| + z × 1.2533 × spread / √controls`` in %, NaN when not
+        :attr:`active`: the common-mode shift beyond doubt, the floor of a benchmark
+        with calibrated noise of its own.
+
+        Example:
+            >>> round(NoiseFloor(controls=36, location_pct=-2.0, spread_pct=3.0).shift_floor_pct, 2)
+            3.88
+        """
+        if not self.active:
+            return _NAN
+        return abs(self.location_pct) + self.z * 1.2533 * self.spread_pct / math.sqrt(self.controls)
 
     def to_dict(self) -> dict[str, object]:
         """JSON-able form (NaN becomes ``None``).
@@ -105,6 +126,7 @@ class NoiseFloor:
             "location_pct": num(self.location_pct),
             "spread_pct": num(self.spread_pct),
             "floor_pct": num(self.floor_pct),
+            "shift_floor_pct": num(self.shift_floor_pct),
             "active": self.active,
         }
 
@@ -178,20 +200,22 @@ def noise_floor_from_controls(
 def noise_with_floor(
     calibrated: Mapping[str, float] | None, fullnames: Iterable[str], floor: NoiseFloor
 ) -> dict[str, float]:
-    """Per benchmark, the larger of its calibrated noise and the floor (fractions).
+    """Per benchmark, the larger of its calibrated noise and the floor (fractions): the
+    shift floor for a calibrated benchmark, the full floor for any other.
 
     Without an active floor this is ``calibrated`` unchanged. Capped at 1 (100%),
     the largest noise :func:`~rlpace.bench.compare.compare_runs` accepts.
 
     Example:
-        >>> floor = NoiseFloor(controls=6, location_pct=1.0, spread_pct=1.0)
-        >>> noise_with_floor({"a": 0.05}, ["a", "b"], floor)
-        {'a': 0.05, 'b': 0.04}
+        >>> floor = NoiseFloor(controls=9, location_pct=1.0, spread_pct=1.0)
+        >>> {k: round(v, 4) for k, v in noise_with_floor({"a": 0.01}, ["a", "b"], floor).items()}
+        {'a': 0.0225, 'b': 0.04}
     """
     out = dict(calibrated or {})
     if not floor.active:
         return out
-    value = min(floor.floor_pct / 100, 1.0)
+    full = min(floor.floor_pct / 100, 1.0)
+    shift = min(floor.shift_floor_pct / 100, 1.0)
     for name in fullnames:
-        out[name] = max(out.get(name, 0.0), value)
+        out[name] = max(out[name], shift) if name in out else full
     return out
