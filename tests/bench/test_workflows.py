@@ -98,3 +98,14 @@ def test_nightly_runs_asv_new_and_publishes():
     steps = _steps_text(wf["jobs"]["asv"])
     assert "asv run NEW" in steps and "asv publish" in steps
     assert "deploy-pages" in _steps_text(wf["jobs"]["publish"])
+
+
+def test_standard_runners_install_the_cpu_build_of_the_pinned_torch():
+    # torch==2.13.0 from PyPI alone is the multi-GB CUDA build; the standard-runner jobs
+    # that install ci/requirements.txt must see PyTorch's CPU index
+    cpu_index = "https://download.pytorch.org/whl/cpu"
+    pr = _load("bench-pr.yml")
+    nightly = _load("bench-nightly.yml")
+    assert pr["jobs"]["cpu"]["env"]["PIP_EXTRA_INDEX_URL"] == cpu_index
+    assert nightly["jobs"]["asv"]["env"]["PIP_EXTRA_INDEX_URL"] == cpu_index
+    assert "PIP_EXTRA_INDEX_URL" not in (pr["jobs"]["gpu"].get("env") or {})  # CUDA there
