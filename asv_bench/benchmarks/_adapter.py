@@ -11,7 +11,8 @@ For each case, one class with asv's ``params`` / ``param_names``, a ``version`` 
 from the case's source, a ``setup`` that
 builds the callable (raising ``NotImplementedError``, asv's skip, for a
 ``SkipCase`` or a missing CUDA device), ``time_case`` that calls it (synchronizing
-CUDA), ``teardown``, and in the GPU set ``track_peak_cuda_memory``.
+CUDA), ``teardown``, in the GPU set ``track_peak_cuda_memory``, and asv's ``timer``
+(``time.process_time``) for a case declared with ``timer="cpu"``.
 
 The suite directory is ``tests/benchmarks`` of this repository, or
 ``$RLPACE_SUITE_DIR`` when set.
@@ -150,6 +151,12 @@ def make_class(c: Any, set_name: str) -> type:
         "version": case_version(c),
         **TIMING,
     }
+    # a case timed on CPU time (rlpace >= the `timer` field; older cases lack it) gets
+    # asv's own per-class `timer`; on CUDA everything is wall time
+    if getattr(c, "timer", "wall") == "cpu" and not on_cuda:
+        import time
+
+        attrs["timer"] = time.process_time
     if on_cuda:
 
         def track_peak_cuda_memory(self, *args):

@@ -28,7 +28,7 @@ def test_counted(impl, n):
     return Timed(lambda: CALLS.append((impl, n)), teardown=lambda: TEARDOWNS.append((impl, n)))
 
 
-@case(params={"n": [4]}, gpu=True)
+@case(params={"n": [4]}, gpu=True, timer="cpu")
 def test_device(n, device):
     return lambda: CALLS.append((n, device))
 """
@@ -130,3 +130,12 @@ def test_asv_discovers_the_real_suite_in_both_sets():
     for name, c in cases.items():
         assert found[f"cpu.{name}.time_case"] == list(c.param_names)
         assert (f"gpu.{name}.time_case" in found) == c.gpu
+
+
+def test_cpu_timed_cases_get_asvs_process_time_timer_except_on_cuda(adapter):
+    import time
+
+    cpu, gpu, _ = adapter
+    assert cpu.test_device.timer is time.process_time
+    assert not hasattr(gpu.test_device, "timer")  # wall clock on CUDA
+    assert not hasattr(cpu.test_counted, "timer")  # the default stays asv's wall clock

@@ -68,6 +68,20 @@ def test_sleepy(n):
     return lambda: n
 
 
+@case(params={"clock": ["cpu"]}, timer="cpu")
+def test_nap(clock):
+    import time
+
+    return lambda: time.sleep(0.02)  # 20 ms of wall time, next to no CPU time
+
+
+@case(params={"clock": ["wall"]})
+def test_nap_wall(clock):
+    import time
+
+    return lambda: time.sleep(0.02)
+
+
 @case(params={"impl": ["rlpace", "torchrl"]})
 def test_twin_missing(impl):
     if impl == "torchrl":
@@ -96,7 +110,7 @@ def test_gpu_set_without_cuda_skips_with_a_reason_and_succeeds(suite_root, tmp_p
     shown = capfd.readouterr().out
     assert outcome.ok and outcome.benchmarks == 0
     # only the gpu=True case is in the set, on cuda, skipped with the reason
-    assert "1 skipped, 3 deselected" in shown
+    assert "1 skipped, 5 deselected" in shown
     assert "GPU set: no CUDA device is available on this machine" in shown
     doc = json.loads(outcome.output.read_text())
     assert doc["benchmarks"] == [] and doc["machine_info"]["rlpace"]["format_version"] == 1
@@ -128,6 +142,8 @@ def test_run_command_applies_stable_settings_and_records_the_environment(
         "test_on_device[4-cpu]",
         "test_twin_missing[rlpace]",
         "test_sleepy[1]",
+        "test_nap[cpu]",
+        "test_nap_wall[wall]",
     }
     assert "torchrl twin needs an extension that is not built here" in shown
     probe_rlpace = by_name["test_probe[rlpace-8]"]
@@ -138,9 +154,14 @@ def test_run_command_applies_stable_settings_and_records_the_environment(
         "set": "cpu",
         "items_per_call": 8,
         "unit": "numbers",
+        "timer": "wall",
     }
     assert len(probe_rlpace["stats"]["data"]) == probe_rlpace["stats"]["rounds"] >= 5
-    assert len(load_results(out)) == 5
+    assert len(load_results(out)) == 7
+    # a timer="cpu" case is timed on this process's CPU time: a sleep costs nothing
+    nap, nap_wall = by_name["test_nap[cpu]"], by_name["test_nap_wall[wall]"]
+    assert nap["extra_info"]["timer"] == "cpu" and nap_wall["extra_info"]["timer"] == "wall"
+    assert nap["stats"]["median"] < 0.005 < 0.019 < nap_wall["stats"]["median"]
 
 
 def test_cuda_timing_synchronizes_each_call_and_records_peak_memory(monkeypatch):
@@ -224,8 +245,20 @@ def test_environment_of_the_benchmark_process_pins_threads():
     assert env["HOME"] == "/h"
 
 
+def test_each_benchmark_process_gets_a_random_layout_padding():
+    import random
+
+    from rlpace.bench.runner import LAYOUT_VARIABLE
+
+    rng = random.Random(0)
+    sizes = {len(stable_environ({}, RunSettings(), rng)[LAYOUT_VARIABLE]) for _ in range(20)}
+    assert len(sizes) > 10 and max(sizes) <= RunSettings().layout_pad
+    assert set(stable_environ({}, RunSettings(layout_pad=0))[LAYOUT_VARIABLE]) == set()
+
+
 @pytest.mark.parametrize(
-    "bad", [{"min_rounds": 0}, {"max_time": 0}, {"timeout": -1}, {"threads": 0}]
+    "bad",
+    [{"min_rounds": 0}, {"max_time": 0}, {"timeout": -1}, {"threads": 0}, {"layout_pad": -1}],
 )
 def test_settings_reject_values_that_cannot_time(bad):
     (name,) = bad

@@ -104,3 +104,24 @@ def test_malformed_spec_says_what_is_expected(bad):
     with pytest.raises(ValueError, match="PATTERN=FRACTION") as info:
         parse_slowdown(bad)
     assert repr(bad) in str(info.value)
+
+
+def test_cpu_timed_cases_are_slowed_on_cpu_time(monkeypatch):
+    import time
+
+    from rlpace.bench.suite import Case
+
+    def busy():
+        end = time.process_time() + 0.02
+        while time.process_time() < end:
+            pass
+
+    monkeypatch.setenv(SLOWDOWN_ENV, "test_cpu=0.5")
+    slowed = Case("test_cpu", lambda: busy, {}, timer="cpu").make().fn
+    start = time.process_time()
+    slowed()
+    spent = time.process_time() - start
+    # 20 ms of CPU work and half as much again, spun (a sleep would cost no CPU time)
+    assert 0.029 < spent < 0.045
+    with pytest.raises(ValueError, match="timer='gpu'; expected one of"):
+        Case("test_x", lambda: busy, {}, timer="gpu")

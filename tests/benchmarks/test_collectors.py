@@ -58,7 +58,7 @@ def _throughput(collector, frames: int, **extra) -> Timed:
     )
 
 
-@case(params={"impl": ["rlpace", "torchrl"], "env": ["cartpole", "counting"]})
+@case(params={"impl": ["rlpace", "torchrl"], "env": ["cartpole", "counting"]}, timer="cpu")
 def test_collector_single(impl, env):
     """One env in the main process (counting: a batch of 8 envs)."""
     make_env = env_factory(env, num_envs=8)

@@ -5,7 +5,7 @@ import torch
 from rlpace.bench.suite import Timed, case
 
 
-@case(params={"n": [1_000]}, gpu=True)
+@case(params={"n": [1_000]}, gpu=True, timer="cpu")
 def test_torch_add(n, device):
     x = torch.ones(n, device=device)
     y = torch.ones(n, device=device)

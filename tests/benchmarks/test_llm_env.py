@@ -109,7 +109,8 @@ def _torchrl_reset_step(batch: int, padded: bool) -> Timed:
         "mode": ["from_text"],
         "batch": [1, 16, 128],
         "layout": ["ragged", "padded"],
-    }
+    },
+    timer="cpu",
 )
 def test_llm_env_reset_step(impl, mode, batch, layout):
     padded = layout == "padded"
@@ -118,7 +119,7 @@ def test_llm_env_reset_step(impl, mode, batch, layout):
     return _torchrl_reset_step(batch, padded)
 
 
-@case(params={"batch": [8]}, gpu=True)
+@case(params={"batch": [8]}, gpu=True, timer="cpu")
 def test_llm_policy_forward(batch, device):
     """Generation of 16 tokens by a tiny random GPT-2 through ``TransformersPolicy``."""
     from transformers import GPT2Config, GPT2LMHeadModel

@@ -120,20 +120,20 @@ def _forever(rb):
         yield from rb
 
 
-@case(params={"impl": IMPLS, "storage": STORAGES, "sampler": SAMPLERS}, gpu=True)
+@case(params={"impl": IMPLS, "storage": STORAGES, "sampler": SAMPLERS}, gpu=True, timer="cpu")
 def test_rb_sample(impl, storage, sampler, device):
     rb = _filled(impl, storage, sampler, device, cache=True)
     return Timed(rb.sample, items=BATCH, unit="samples")
 
 
-@case(params={"impl": IMPLS, "storage": STORAGES, "sampler": SAMPLERS})
+@case(params={"impl": IMPLS, "storage": STORAGES, "sampler": SAMPLERS}, timer="cpu")
 def test_rb_iterate(impl, storage, sampler):
     rb = _filled(impl, storage, sampler, cache=True)
     batches = _forever(rb)
     return Timed(lambda: next(batches), items=BATCH, unit="samples")
 
 
-@case(params={"impl": IMPLS, "storage": STORAGES, "sampler": SAMPLERS})
+@case(params={"impl": IMPLS, "storage": STORAGES, "sampler": SAMPLERS}, timer="cpu")
 def test_rb_populate(impl, storage, sampler):
     size = SIZE[storage]
     chunks = _data(size).split(1_000)
@@ -147,7 +147,7 @@ def test_rb_populate(impl, storage, sampler):
     return Timed(populate, items=size, unit="items")
 
 
-@case(params={"impl": IMPLS, "storage": STORAGES, "sampler": SAMPLERS}, gpu=True)
+@case(params={"impl": IMPLS, "storage": STORAGES, "sampler": SAMPLERS}, gpu=True, timer="cpu")
 def test_rb_extend_sample(impl, storage, sampler, device):
     rb = _filled(impl, storage, sampler, device)
     batch = _data(BATCH, start=SIZE[storage]).to(device)
@@ -159,7 +159,7 @@ def test_rb_extend_sample(impl, storage, sampler, device):
     return Timed(extend_sample, items=BATCH, unit="items")
 
 
-@case(params={"impl": IMPLS, "storage": STORAGES})
+@case(params={"impl": IMPLS, "storage": STORAGES}, timer="cpu")
 def test_storage_write(impl, storage):
     rb = _filled(impl, storage, "random")
     batch = _data(BATCH, start=SIZE[storage])

@@ -81,7 +81,7 @@ def _maybe_compile(loss_module, mode):
     return loss_module if mode == "eager" else torch.compile(loss_module)
 
 
-@case(params={"mode": ["eager", "compile"]})
+@case(params={"mode": ["eager", "compile"]}, timer="cpu")
 def test_ppo_speed(mode):
     """One clipped-PPO gradient step on 256 CartPole frames (actor and critic 64x64)."""
     _skip_compile_in_smoke_runs(mode)
@@ -104,7 +104,7 @@ def test_ppo_speed(mode):
     )
 
 
-@case(params={"mode": ["eager", "compile"]})
+@case(params={"mode": ["eager", "compile"]}, timer="cpu")
 def test_sac_speed(mode):
     """One SAC gradient step (actor, twin Q, temperature, target update) on 256 Pendulum frames."""
     from rlpace.trainers import SACConfig, SACTrainer, TrainerConfig
@@ -181,7 +181,7 @@ def _torchrl_run(trainer_parts):
     return run
 
 
-@case(params={"impl": ["rlpace", "torchrl"]})
+@case(params={"impl": ["rlpace", "torchrl"]}, timer="cpu")
 def test_trainer_overhead(impl):
     """A 2-batch PPO run end to end (collect, GAE, 4 epochs x 2 mini-batches, log)."""
     restore = _one_thread()
@@ -203,7 +203,7 @@ def test_trainer_overhead(impl):
     )
 
 
-@case(params={"algo": ["ppo"]})
+@case(params={"algo": ["ppo"]}, timer="cpu")
 def test_trainer_loop_floor(algo):
     """The same work as ``test_trainer_overhead`` in a bare hand-written loop (the floor)."""
     from torch import nn
@@ -245,7 +245,7 @@ def test_trainer_loop_floor(algo):
     )
 
 
-@case(params={"use": ["context", "decorator"]})
+@case(params={"use": ["context", "decorator"]}, timer="cpu")
 def test_timeit_overhead(use):
     """1000 timed no-op uses of ``rlpace.trainers.timeit`` per call (target <= 2 us each)."""
     from rlpace.trainers import timeit

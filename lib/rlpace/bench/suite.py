@@ -39,10 +39,12 @@ from typing import Any
 
 __all__ = [
     "SLOWDOWN_ENV",
+    "TIMERS",
     "Case",
     "SkipCase",
     "Timed",
     "case",
+    "clock_of",
     "parse_slowdown",
     "registered_cases",
     "slowdown_for",
@@ -105,6 +107,12 @@ class Case:
         params: parameter name → values, in id order (``impl`` first when present).
         gpu: whether the case is also in the GPU set (adds the ``device`` parameter).
         module: the module that defined the case.
+        timer: ``"wall"`` (elapsed time, the default) or ``"cpu"`` (this process's CPU
+            time, all its threads, user and system). CPU time hardly moves when other
+            jobs share the cores, so a ``"cpu"`` case stays comparable on a busy
+            machine; use it only when all the work runs in this process (no worker
+            processes, no waiting on I/O or sleeps). On CUDA a case is always timed on
+            the wall clock.
 
     Example:
         >>> c = Case("test_noop", lambda impl: (lambda: None), {"impl": ("rlpace",)})
@@ -117,8 +125,14 @@ class Case:
     params: Mapping[str, Sequence[Any]]
     gpu: bool = False
     module: str = ""
+    timer: str = "wall"
 
     def __post_init__(self) -> None:
+        if self.timer not in TIMERS:
+            raise ValueError(
+                f"case {self.name!r}: timer={self.timer!r}; expected one of {sorted(TIMERS)} "
+                "('cpu' only when every bit of the work runs in the benchmark process)"
+            )
         if not self.name.startswith("test_"):
             raise ValueError(
                 f"benchmark case names start with 'test_' so pytest collects them; got {self.name!r}"
@@ -170,6 +184,16 @@ class Case:
             return self.name
         return f"{self.name}[{'-'.join(str(params[p]) for p in self.param_names)}]"
 
+    def timer_for(self, **params: Any) -> str:
+        """The timer of one combination: the case's, except ``"wall"`` on CUDA.
+
+        Example:
+            >>> c = Case("test_x", lambda device: None, {}, gpu=True, timer="cpu")
+            >>> c.timer_for(device="cpu"), c.timer_for(device="cuda")
+            ('cpu', 'wall')
+        """
+        return "wall" if params.get("device") == "cuda" else self.timer
+
     def make(self, **params: Any) -> Timed:
         """Run the setup for one combination and return its :class:`Timed`.
 
@@ -188,7 +212,7 @@ class Case:
             )
         fraction = slowdown_for(self.test_id(**params))
         if fraction > 0:
-            timed.fn = _slowed_down(timed.fn, fraction)
+            timed.fn = _slowed_down(timed.fn, fraction, clock_of(self.timer_for(**params)))
             timed.extra_info["injected_slowdown"] = fraction
         return timed
 
@@ -253,21 +277,26 @@ def slowdown_for(test_id: str, spec: str | None = None) -> float:
     return fraction
 
 
-def _slowed_down(fn: Callable[[], Any], fraction: float) -> Callable[[], Any]:
-    """Wrap ``fn`` so each call waits ``fraction`` of its own duration afterwards.
+def _slowed_down(
+    fn: Callable[[], Any], fraction: float, clock: Callable[[], float] | None = None
+) -> Callable[[], Any]:
+    """Wrap ``fn`` so each call waits ``fraction`` of its own duration afterwards, on
+    the case's own clock.
 
-    Short waits spin (``time.sleep`` is too coarse for calls of a few microseconds);
-    long ones sleep all but the last :data:`_SPIN_S` and spin the rest, because a
-    process that spins for milliseconds on a busy machine is preempted and overshoots.
+    On the wall clock, short waits spin (``time.sleep`` is too coarse for calls of a few
+    microseconds); long ones sleep all but the last :data:`_SPIN_S` and spin the rest,
+    because a process that spins for milliseconds on a busy machine is preempted and
+    overshoots. On the CPU clock the whole wait is spun: a sleep costs no CPU time.
     """
-    clock = time.perf_counter
+    clock = clock or time.perf_counter
+    sleeps = clock is time.perf_counter
 
     def slowed() -> Any:
         start = clock()
         out = fn()
         end = clock()
         deadline = end + (end - start) * fraction
-        if deadline - end > 2 * _SPIN_S:
+        if sleeps and deadline - end > 2 * _SPIN_S:
             time.sleep(deadline - end - _SPIN_S)
         while clock() < deadline:
             pass
@@ -280,12 +309,29 @@ def _slowed_down(fn: Callable[[], Any], fraction: float) -> Callable[[], Any]:
 _SPIN_S = 0.0005
 """The last stretch of an injected wait that is spun rather than slept."""
 
+TIMERS: dict[str, str] = {"wall": "perf_counter", "cpu": "process_time"}
+"""A case's ``timer`` → the function of :mod:`time` that times it (see :func:`clock_of`)."""
+
+
+def clock_of(timer: str) -> Callable[[], float]:
+    """The clock of a case's ``timer``: ``time.perf_counter`` or ``time.process_time``.
+
+    Example:
+        >>> clock_of("cpu") is time.process_time
+        True
+    """
+    return getattr(time, TIMERS[timer])
+
 
 _REGISTRY: dict[str, Case] = {}
 
 
 def case(
-    params: Mapping[str, Sequence[Any]] | None = None, *, gpu: bool = False, name: str | None = None
+    params: Mapping[str, Sequence[Any]] | None = None,
+    *,
+    gpu: bool = False,
+    name: str | None = None,
+    timer: str = "wall",
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Declare a benchmark case; the decorated setup function stays callable as before.
 
@@ -298,6 +344,11 @@ def case(
         ...     return lambda: None
         >>> test_example.__rlpace_case__.param_names
         ('impl', 'device')
+        >>> @case(params={"n": [8]}, timer="cpu")   # all the work in this process
+        ... def test_sum(n):
+        ...     return lambda: sum(range(n))
+        >>> test_sum.__rlpace_case__.timer_for(n=8)
+        'cpu'
     """
 
     def decorate(setup: Callable[..., Any]) -> Callable[..., Any]:
@@ -307,6 +358,7 @@ def case(
             params=dict(params or {}),
             gpu=gpu,
             module=setup.__module__,
+            timer=timer,
         )
         _REGISTRY[f"{c.module}:{c.name}"] = c
         setup.__rlpace_case__ = c  # type: ignore[attr-defined]
