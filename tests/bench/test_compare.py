@@ -336,3 +336,55 @@ def test_a_large_slowdown_beyond_the_process_noise_is_flagged_even_when_that_noi
     row = compare_runs(head, base).rows[0]
     assert row.verdict is Verdict.WORSENED, row
     assert row.run_noise_pct < 100
+
+
+def test_process_gates_share_one_family_error_rate_and_skip_calibrated_benchmarks():
+    from rlpace.bench.results import merge_runs
+
+    rng = np.random.default_rng(3)
+
+    def sides(names):
+        def side(medians):
+            return merge_runs(
+                [
+                    results_from_records(
+                        [{"fullname": n, "data": list(timing(rng, 50, center=m, outliers=0))}
+                         for n in names]
+                    )
+                    for m in medians
+                ]
+            )  # fmt: skip
+
+        return side([1.0e-3, 1.05e-3]), side([1.02e-3, 0.98e-3])
+
+    head, base = sides(["a"])
+    alone = compare_runs(head, base).rows[0].run_noise_pct
+    head, base = sides([f"b{i}" for i in range(10)])
+    among_ten = compare_runs(head, base).rows
+    # ten uncalibrated benchmarks: each gate at alpha / 10, wider than a lone one's
+    assert all(r.run_noise_pct > alone for r in among_ten)
+    # a calibrated benchmark answers to its calibration instead, and the others' gates
+    # narrow as the family shrinks
+    calibrated = compare_runs(head, base, noise={f"b{i}": 0.02 for i in range(9)}).rows
+    assert all(math.isnan(r.run_noise_pct) for r in calibrated[:9])
+    assert calibrated[9].run_noise_pct < among_ten[9].run_noise_pct
+
+
+def test_the_floor_given_to_the_comparator_is_applied_and_reported():
+    from rlpace.bench.controls import NoiseFloor
+
+    floor = NoiseFloor(controls=16, location_pct=-3.0, spread_pct=4.0)
+    rng = np.random.default_rng(4)
+    base = runs({"cal": timing(rng, 60, outliers=0), "uncal": timing(rng, 60, outliers=0)})
+    head = runs(
+        {"cal": timing(rng, 60, center=1.1e-3, outliers=0),
+         "uncal": timing(rng, 60, center=1.1e-3, outliers=0)}
+    )  # fmt: skip
+    comparison = compare_runs(head, base, noise={"cal": 0.01}, floor=floor)
+    rows = {r.name: r for r in comparison.rows}
+    assert comparison.noise_floor is floor
+    # a 10% slow-down: beyond the calibrated benchmark's shift floor (3% + 3 x 1.25 x 4%/4)
+    # but not beyond the full floor (3% + 3 x 4%) that an uncalibrated one must clear
+    assert rows["cal"].verdict is Verdict.WORSENED
+    assert rows["uncal"].verdict is Verdict.UNCHANGED
+    assert math.isclose(rows["uncal"].noise_pct, floor.floor_pct)

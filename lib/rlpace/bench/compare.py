@@ -358,16 +358,29 @@ def compare_runs(
     threshold: float = 5.0,
     alpha: float = 0.05,
     noise: Mapping[str, float] | None = None,
+    floor: NoiseFloor | None = None,
 ) -> Comparison:
     """Compare a head run against a base run, benchmark by benchmark.
+
+    Process-level noise: when both sides merged two or more runs, a benchmark *without*
+    calibrated noise must also clear the half-width of the process-level interval
+    (:func:`rlpace.bench.stats.run_level_noise`), taken at level ``alpha / m`` over the
+    ``m`` such benchmarks (Bonferroni: with two runs a side there are two degrees of
+    freedom per benchmark, too few for anything subtler). A calibrated benchmark's
+    process noise is in its calibration, measured over many runs, and is not asked twice.
 
     Args:
         head: results table of the new run (:func:`rlpace.bench.results.load_results`).
         base: results table of the reference run; without one every benchmark is new.
         threshold: smallest change in % that may be flagged (strictly greater).
-        alpha: false discovery rate for the Benjamini–Hochberg q-values.
+        alpha: false discovery rate for the Benjamini–Hochberg q-values (and the family
+            error rate of the process-level gates).
         noise: optional ``fullname → relative spread`` (a fraction, 0.03 = 3%) measured
             by A/A runs; a change must exceed it as well as its own interval.
+        floor: this run's negative-control floor
+            (:func:`rlpace.bench.controls.noise_floor_from_controls`), added to the
+            noise: the full floor for benchmarks without calibrated noise, the
+            common-mode shift for the others (:func:`~rlpace.bench.controls.noise_with_floor`).
 
     Returns:
         The :class:`Comparison`, rows in head order then removed benchmarks.
@@ -391,13 +404,26 @@ def compare_runs(
     calibrated = _check_noise(noise)
     head_rows = _by_fullname(head, "head")
     base_rows = _by_fullname(base, "base") if base is not None else {}
+    gated = {
+        name
+        for name, h in head_rows.items()
+        if name not in calibrated and name in base_rows and _runs_comparable(h, base_rows[name])
+    }
+    run_alpha = alpha / max(len(gated), 1)
+    if floor is not None and floor.active:
+        from rlpace.bench.controls import noise_with_floor
+
+        effective = noise_with_floor(calibrated, head_rows, floor)
+    else:
+        effective = calibrated
 
     drafts: list[dict[str, Any]] = []
     for fullname, h in head_rows.items():
-        drafts.append(_draft(h, base_rows.get(fullname), base is not None, calibrated))
+        run_gate = run_alpha if fullname in gated else None
+        drafts.append(_draft(h, base_rows.get(fullname), base is not None, effective, run_gate))
     for fullname, b in base_rows.items():
         if fullname not in head_rows:
-            drafts.append(_draft(None, b, True, calibrated))
+            drafts.append(_draft(None, b, True, effective, None))
 
     q = benjamini_hochberg([d.get("p_value", _NAN) for d in drafts])
     rows = []
@@ -413,6 +439,19 @@ def compare_runs(
         has_base=base is not None,
         head=_run_meta(head),
         base=_run_meta(base) if base is not None else {},
+        noise_floor=floor,
+    )
+
+
+def _runs_comparable(h: pd.Series, b: pd.Series) -> bool:
+    """Both sides ok, with raw samples and at least two runs each."""
+    return (
+        h["status"] == "ok"
+        and b["status"] == "ok"
+        and h["data"] is not None
+        and b["data"] is not None
+        and len(h["run_medians"] or ()) >= 2
+        and len(b["run_medians"] or ()) >= 2
     )
 
 
@@ -459,9 +498,14 @@ def _usable(row: pd.Series) -> bool:
 
 
 def _draft(
-    h: pd.Series | None, b: pd.Series | None, has_base: bool, calibrated: Mapping[str, float]
+    h: pd.Series | None,
+    b: pd.Series | None,
+    has_base: bool,
+    calibrated: Mapping[str, float],
+    run_alpha: float | None,
 ) -> dict[str, Any]:
-    """Everything about one benchmark except the verdicts that need all q-values."""
+    """Everything about one benchmark except the verdicts that need all q-values;
+    ``run_alpha``: the level of its process-level gate (None: no such gate)."""
     if h is None:
         assert b is not None
         return {**_identity(b), **_side(b, "base"), "verdict": Verdict.REMOVED}
@@ -503,7 +547,11 @@ def _draft(
         out["method"] = "mann-whitney"
         out["p_value"] = mann_whitney_p(hd, bd)
         out["mdc_pct"] = rounds_mdc = minimal_detectable_change(hd, bd)
-        run_half, run_mdc = run_level_noise(h["run_medians"], b["run_medians"])
+        run_half, run_mdc = (
+            run_level_noise(h["run_medians"], b["run_medians"], alpha=run_alpha)
+            if run_alpha is not None
+            else (_NAN, _NAN)
+        )
         if math.isfinite(run_half):
             # the half-width on the side the change went: |better %| beyond it <=> the
             # log ratio beyond the log half-width, for speed-ups and slow-downs alike

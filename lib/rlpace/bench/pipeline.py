@@ -570,14 +570,12 @@ def judge_runs(
         ('unchanged', False)
     """
     from rlpace.bench.compare import compare_runs
-    from rlpace.bench.controls import noise_floor_from_controls, noise_with_floor
+    from rlpace.bench.controls import noise_floor_from_controls
 
     # negative controls (torchrl twins) measure this run's common-mode shift and
     # noise; no benchmark is flagged for moving less than they do
     floor = noise_floor_from_controls(head, base)
-    noise = noise_with_floor(noise, head["fullname"], floor)
-    comparison = compare_runs(head, base, threshold=threshold, alpha=alpha, noise=noise)
-    return replace(comparison, noise_floor=floor)
+    return compare_runs(head, base, threshold=threshold, alpha=alpha, noise=noise, floor=floor)
 
 
 class ProgressSink:
