@@ -61,6 +61,8 @@ __all__ = [
 
 CALIBRATION_FORMAT = "rlpace-bench-calibration"
 CALIBRATION_VERSION = 2
+READABLE_VERSIONS = (1, 2)
+"""Version 1 lacks the run spreads (read as NaN); its gates are used as they are."""
 POWER = 0.8
 
 
@@ -340,10 +342,10 @@ def read_calibration(path: Path) -> Calibration:
             f"{data.get('format') if isinstance(data, dict) else type(data).__name__!r}. "
             "Fix: pass a file written by `rlpace-bench aa`"
         )
-    if data.get("version") != CALIBRATION_VERSION:
+    if data.get("version") not in READABLE_VERSIONS:
         raise BenchInputError(
-            f"{path}: calibration version {data.get('version')!r}, this rlpace reads version "
-            f"{CALIBRATION_VERSION}. Fix: rerun `rlpace-bench aa` to recalibrate"
+            f"{path}: calibration version {data.get('version')!r}, this rlpace reads versions "
+            f"{list(READABLE_VERSIONS)}. Fix: rerun `rlpace-bench aa` to recalibrate"
         )
 
     def num(x: Any) -> float:
