@@ -254,7 +254,7 @@ def _handwritten_loop(algo, trainer):
     name, envs = cfg.env.name, cfg.env.num_envs
     collector = make_collector(
         lambda: make_env(name, cfg.seed, envs),
-        trainer.actor,
+        trainer.collection_policy,  # what the rlpace trainer collects with
         frames_per_batch=cfg.trainer.frames_per_batch,
         total_frames=-1,
     )
@@ -426,8 +426,11 @@ def test_trainer_overhead(impl, algo):
     ``rlpace`` is ``PPOTrainer`` / ``SACTrainer`` with its CSV log, timers and hooks;
     ``torchrl`` is torchrl 0.14.1's trainer of the same name with its ``Collector`` and
     ``ReplayBuffer`` (``SamplerWithoutReplacement`` of mini-batch size for PPO, GAE hooked
-    at ``batch_process`` so it runs once per batch, no logger); ``handwritten`` is the
-    bare loop over rlpace's ``Collector`` (the floor). Each loop runs in a thread and
+    at ``batch_process`` so it runs once per batch, no logger) collecting with the
+    ``ProbabilisticActor`` (torchrl's actor); ``handwritten`` is the bare loop over
+    rlpace's ``Collector`` with the trainer's ``collection_policy`` (the floor). The
+    rlpace trainer collects with a lean equivalent of the actor for discrete actions
+    (same network, same samples for the same seed; see ``_policies.py``). Each loop runs in a thread and
     waits at a per-batch hook; a call lets it through one batch. ``extra_info`` holds
     ``construct_s`` and ``first_batch_s`` (fixed costs outside the timing).
     """

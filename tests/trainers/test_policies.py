@@ -1,0 +1,87 @@
+"""The collection fast path samples exactly what the actor it stands in for samples."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from tensordict.nn import TensorDictModule
+from torch import nn
+from torchrl.envs.utils import ExplorationType, set_exploration_type
+
+from rlpace.trainers._envs import make_actor, make_env
+from rlpace.trainers._policies import OneHotCategoricalPolicy, collection_policy
+
+
+@pytest.fixture
+def cartpole():
+    env = make_env("CartPole-v1", seed=3, num_envs=4)
+    yield env
+    env.close()
+
+
+def test_same_seed_gives_the_actors_actions_logits_and_log_probs(cartpole):
+    actor = make_actor(cartpole, (16, 16), nn.Tanh)
+    lean = collection_policy(actor)
+    assert isinstance(lean, OneHotCategoricalPolicy)
+    td = cartpole.reset()
+    with torch.no_grad():
+        for seed in range(5):
+            torch.manual_seed(seed)
+            want = actor(td.clone())
+            torch.manual_seed(seed)
+            got = lean(td.clone())
+            assert torch.equal(got["action"], want["action"])
+            assert got["action"].dtype == want["action"].dtype
+            assert torch.equal(got["logits"], want["logits"])
+            torch.testing.assert_close(got["action_log_prob"], want["action_log_prob"])
+
+
+def test_deterministic_exploration_takes_the_actors_mode(cartpole):
+    actor = make_actor(cartpole, (16,), nn.Tanh)
+    lean = collection_policy(actor)
+    td = cartpole.reset()
+    with torch.no_grad(), set_exploration_type(ExplorationType.DETERMINISTIC):
+        assert torch.equal(lean(td.clone())["action"], actor(td.clone())["action"])
+
+
+def test_unbatched_env_gives_one_action_and_a_scalar_log_prob():
+    env = make_env("CartPole-v1", seed=0)
+    try:
+        lean = collection_policy(make_actor(env, (8,), nn.Tanh))
+        out = lean(env.reset())
+    finally:
+        env.close()
+    assert out["action"].shape == (2,) and int(out["action"].sum()) == 1
+    assert out["action_log_prob"].shape == ()
+
+
+def test_shares_the_actors_parameters(cartpole):
+    actor = make_actor(cartpole, (8,), nn.Tanh)
+    lean = collection_policy(actor)
+    with torch.no_grad():
+        for p in actor.parameters():
+            p.add_(1.0)
+    td = cartpole.reset()
+    with torch.no_grad():
+        assert torch.equal(lean(td.clone())["logits"], actor(td.clone())["logits"])
+
+
+def test_other_actors_are_returned_as_they_are():
+    env = make_env("Pendulum-v1", seed=0)
+    try:
+        continuous = make_actor(env, (8,), nn.ReLU)
+    finally:
+        env.close()
+    assert collection_policy(continuous) is continuous
+    plain = TensorDictModule(nn.Linear(4, 2), ["observation"], ["logits"])
+    assert collection_policy(plain) is plain
+
+
+def test_trainers_collect_with_the_fast_path_and_evaluate_with_the_actor(tiny_ppo, tiny_sac):
+    from rlpace.trainers import PPOTrainer, SACTrainer
+
+    ppo = PPOTrainer(tiny_ppo(), run_dir="unused")
+    assert isinstance(ppo.collection_policy, OneHotCategoricalPolicy)
+    assert ppo.policy is ppo.actor
+    sac = SACTrainer(tiny_sac(), run_dir="unused")
+    assert sac.collection_policy is sac.actor
