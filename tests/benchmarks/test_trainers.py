@@ -390,12 +390,27 @@ def _overhead_loop(impl, algo, trainer):
 
 
 def _overhead_setup(impl: str, algo: str) -> tuple[BatchStepper, Callable[[], None], dict]:
-    """A stepper past its warm-up batch, its teardown, and the fixed costs measured."""
+    """A stepper past its warm-up batch, its teardown, and the fixed costs measured.
+
+    Whatever fails on the way is cleaned up (collector, temp dir) before it propagates;
+    a torchrl loop that fails its first batch is a skip, like one that cannot be built.
+    """
     t0 = time.perf_counter()
     trainer, run_dir = _trainer(algo)
-    loop, shutdown = _overhead_loop(impl, algo, trainer)
-    t1 = time.perf_counter()
-    stepper = BatchStepper(loop, name=f"{impl}-{algo}")
+    shutdown: Callable[[], None] = lambda: None  # noqa: E731 - replaced once the loop exists
+    try:
+        loop, shutdown = _overhead_loop(impl, algo, trainer)
+        t1 = time.perf_counter()
+        try:
+            stepper = BatchStepper(loop, name=f"{impl}-{algo}")
+        except Exception as exc:
+            if impl != "torchrl":
+                raise
+            raise SkipCase(f"torchrl's {algo.upper()}Trainer cannot run here: {exc}") from exc
+    except BaseException:
+        shutdown()
+        shutil.rmtree(run_dir, ignore_errors=True)
+        raise
     info = {"construct_s": t1 - t0, "first_batch_s": time.perf_counter() - t1}
 
     def teardown():
