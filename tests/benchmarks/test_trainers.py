@@ -444,8 +444,8 @@ def test_trainer_overhead(impl, algo):
     at ``batch_process`` so it runs once per batch, no logger) collecting with the
     ``ProbabilisticActor`` (torchrl's actor); ``handwritten`` is the bare loop over
     rlpace's ``Collector`` with the trainer's ``collection_policy`` (the floor). The
-    rlpace trainer collects with a lean equivalent of the actor for discrete actions
-    (same network, same samples for the same seed; see ``_policies.py``). Each loop runs in a thread and
+    rlpace trainer collects with a lean equivalent of the actor (same network, same
+    samples for the same seed; see ``rlpace/trainers/_policies.py``). Each loop runs in a thread and
     waits at a per-batch hook; a call lets it through one batch. ``extra_info`` holds
     ``construct_s`` and ``first_batch_s`` (fixed costs outside the timing).
     """

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tensordict.nn import TensorDictModule
+from tensordict.nn import NormalParamExtractor, TensorDictModule
 from torch import nn
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 from rlpace.trainers._envs import make_actor, make_env
-from rlpace.trainers._policies import OneHotCategoricalPolicy, collection_policy
+from rlpace.trainers._policies import (
+    OneHotCategoricalPolicy,
+    TanhNormalPolicy,
+    collection_policy,
+)
 
 
 @pytest.fixture
@@ -66,15 +70,68 @@ def test_shares_the_actors_parameters(cartpole):
         assert torch.equal(lean(td.clone())["logits"], actor(td.clone())["logits"])
 
 
-def test_other_actors_are_returned_as_they_are():
-    env = make_env("Pendulum-v1", seed=0)
+@pytest.mark.parametrize("num_envs", [1, 3])
+def test_tanh_normal_same_seed_gives_the_actors_actions_and_log_probs(num_envs):
+    env = make_env("Pendulum-v1", seed=2, num_envs=num_envs)
     try:
-        continuous = make_actor(env, (8,), nn.ReLU)
+        actor = make_actor(env, (32, 32), nn.ReLU)
+        td = env.reset()
     finally:
         env.close()
-    assert collection_policy(continuous) is continuous
+    lean = collection_policy(actor)
+    assert isinstance(lean, TanhNormalPolicy)
+    with torch.no_grad():
+        for seed, stretch in [(0, 1.0), (1, 1.0), (2, 1.0), (3, 40.0), (4, 40.0)]:
+            inp = td.clone()
+            inp["observation"] = inp["observation"] * stretch  # 40x saturates the tanh
+            torch.manual_seed(seed)
+            want = actor(inp.clone())
+            torch.manual_seed(seed)
+            got = lean(inp.clone())
+            assert torch.equal(got["action"], want["action"])
+            assert got["action"].abs().max() < 2.0  # inside Pendulum's [-2, 2]
+            for key in ("loc", "scale"):
+                assert torch.equal(got[key], want[key])
+            assert got["action_log_prob"].shape == want["action_log_prob"].shape
+            torch.testing.assert_close(
+                got["action_log_prob"], want["action_log_prob"], rtol=1e-3, atol=1e-5
+            )
+
+
+def test_tanh_normal_outside_random_exploration_is_the_actor():
+    env = make_env("Pendulum-v1", seed=0)
+    try:
+        actor = make_actor(env, (8,), nn.ReLU)
+        td = env.reset()
+    finally:
+        env.close()
+    lean = collection_policy(actor)
+    with torch.no_grad(), set_exploration_type(ExplorationType.DETERMINISTIC):
+        assert torch.equal(lean(td.clone())["action"], actor(td.clone())["action"])
+
+
+def test_other_actors_are_returned_as_they_are():
     plain = TensorDictModule(nn.Linear(4, 2), ["observation"], ["logits"])
     assert collection_policy(plain) is plain
+    env = make_env("Pendulum-v1", seed=0)
+    try:
+        from torchrl.modules import ProbabilisticActor, TanhNormal
+
+        upscaled = ProbabilisticActor(
+            TensorDictModule(
+                nn.Sequential(nn.Linear(3, 2), NormalParamExtractor()),
+                ["observation"],
+                ["loc", "scale"],
+            ),
+            in_keys=["loc", "scale"],
+            spec=env.action_spec,
+            distribution_class=TanhNormal,
+            distribution_kwargs={"low": -2.0, "high": 2.0, "tanh_loc": True},
+            return_log_prob=True,
+        )
+    finally:
+        env.close()
+    assert collection_policy(upscaled) is upscaled  # tanh_loc changes the law: no fast path
 
 
 def test_trainers_collect_with_the_fast_path_and_evaluate_with_the_actor(tiny_ppo, tiny_sac):
@@ -84,4 +141,5 @@ def test_trainers_collect_with_the_fast_path_and_evaluate_with_the_actor(tiny_pp
     assert isinstance(ppo.collection_policy, OneHotCategoricalPolicy)
     assert ppo.policy is ppo.actor
     sac = SACTrainer(tiny_sac(), run_dir="unused")
-    assert sac.collection_policy is sac.actor
+    assert isinstance(sac.collection_policy, TanhNormalPolicy)
+    assert sac.policy is sac.actor
