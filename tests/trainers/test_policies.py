@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 from tensordict.nn import NormalParamExtractor, TensorDictModule
@@ -143,3 +145,21 @@ def test_trainers_collect_with_the_fast_path_and_evaluate_with_the_actor(tiny_pp
     sac = SACTrainer(tiny_sac(), run_dir="unused")
     assert isinstance(sac.collection_policy, TanhNormalPolicy)
     assert sac.policy is sac.actor
+
+
+@pytest.mark.parametrize("env_name", ["CartPole-v1", "Pendulum-v1"])
+def test_ppo_first_step_sees_the_collected_log_probs_as_its_own(tiny_ppo, tmp_path, env_name):
+    # before any update the new policy is the collecting one: a ratio of 1 everywhere,
+    # so no clipping and a zero KL estimate, iff the fast path scored its actions right
+    from rlpace.trainers import EnvConfig, PPOTrainer
+
+    cfg = dataclasses.replace(
+        tiny_ppo(trainer={"total_frames": 256}), env=EnvConfig(env_name, num_envs=2)
+    )
+    trainer = PPOTrainer(cfg, run_dir=tmp_path / "r")
+    steps = []
+    trainer.register_hook("post_optim", lambda t, scalars: steps.append(scalars))
+    trainer.train()
+    first = steps[0]
+    assert first["clip_fraction"] == 0.0
+    assert abs(first["approx_kl"]) < 1e-5, first
