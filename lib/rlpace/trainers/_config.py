@@ -19,6 +19,7 @@ __all__ = [
     "ConfigError",
     "EnvConfig",
     "PPOConfig",
+    "RunConfig",
     "SACConfig",
     "TrainerConfig",
     "config_from_dict",
@@ -156,7 +157,53 @@ class TrainerConfig:
 
 
 @dataclass(frozen=True)
-class PPOConfig:
+class RunConfig:
+    """What every algorithm's run config has: env, loop, seed, network, optimiser, discount.
+
+    :class:`PPOConfig` and :class:`SACConfig` extend it with their own fields and set
+    their own defaults; the checks here run for both.
+
+    Example:
+        >>> cfg = RunConfig(env=EnvConfig("CartPole-v1", num_envs=4),
+        ...                 trainer=TrainerConfig(total_frames=64, frames_per_batch=32))
+        >>> cfg.hidden_sizes
+        (64, 64)
+        >>> RunConfig(env=EnvConfig("CartPole-v1", num_envs=3),
+        ...           trainer=TrainerConfig(total_frames=64, frames_per_batch=32))
+        Traceback (most recent call last):
+        ...
+        rlpace.trainers._config.ConfigError: trainer.frames_per_batch: expected a multiple of env.num_envs (3), got 32; make frames_per_batch divisible by env.num_envs
+    """
+
+    env: EnvConfig = field(default_factory=lambda: EnvConfig("CartPole-v1"))
+    """The environment."""
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    """Loop budget and cadence."""
+    seed: int = 0
+    """Seeds torch, numpy, random and the env."""
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    """Hidden widths of the MLPs."""
+    lr: float = 3e-4
+    """Adam learning rate."""
+    gamma: float = 0.99
+    """Discount."""
+
+    def __post_init__(self) -> None:
+        _hidden_sizes(self, "")
+        _positive_float(self, "", "lr")
+        _unit_float(self, "", "gamma")
+        fpb = self.trainer.frames_per_batch
+        _check(
+            fpb % self.env.num_envs == 0,
+            "trainer.frames_per_batch",
+            f"a multiple of env.num_envs ({self.env.num_envs})",
+            fpb,
+            "make frames_per_batch divisible by env.num_envs",
+        )
+
+
+@dataclass(frozen=True)
+class PPOConfig(RunConfig):
     """A whole PPO run: env, loop, network and loss settings (defaults tuned for CartPole).
 
     Example:
@@ -175,16 +222,10 @@ class PPOConfig:
         default_factory=lambda: TrainerConfig(total_frames=500_000, frames_per_batch=2048)
     )
     """Loop budget and cadence."""
-    seed: int = 0
-    """Seeds torch, numpy, random and the env."""
     hidden_sizes: tuple[int, ...] = (64, 64)
     """Hidden widths of the actor and critic MLPs (tanh)."""
-    lr: float = 3e-4
-    """Adam learning rate."""
     anneal_lr: bool = True
     """Decay the learning rate linearly to 0 over the run."""
-    gamma: float = 0.99
-    """Discount."""
     gae_lambda: float = 0.95
     """GAE lambda."""
     clip_epsilon: float = 0.2
@@ -203,24 +244,15 @@ class PPOConfig:
     """Standardise advantages per mini-batch."""
 
     def __post_init__(self) -> None:
-        _hidden_sizes(self, "")
-        _positive_float(self, "", "lr")
+        super().__post_init__()
         _positive_float(self, "", "clip_epsilon")
         _positive_float(self, "", "max_grad_norm")
         _positive_int(self, "", "epochs")
         _positive_int(self, "", "mini_batch_size")
-        _unit_float(self, "", "gamma")
         _unit_float(self, "", "gae_lambda")
         _check(self.entropy_coeff >= 0, "entropy_coeff", ">= 0", self.entropy_coeff, "set >= 0")
         _check(self.critic_coeff >= 0, "critic_coeff", ">= 0", self.critic_coeff, "set >= 0")
         fpb = self.trainer.frames_per_batch
-        _check(
-            fpb % self.env.num_envs == 0,
-            "trainer.frames_per_batch",
-            f"a multiple of env.num_envs ({self.env.num_envs})",
-            fpb,
-            "make frames_per_batch divisible by env.num_envs",
-        )
         _check(
             self.mini_batch_size <= fpb,
             "mini_batch_size",
@@ -236,7 +268,7 @@ class PPOConfig:
 
 
 @dataclass(frozen=True)
-class SACConfig:
+class SACConfig(RunConfig):
     """A whole SAC run (defaults tuned for Pendulum). Needs a continuous (Box) action space.
 
     Example:
@@ -255,14 +287,8 @@ class SACConfig:
         default_factory=lambda: TrainerConfig(total_frames=30_000, frames_per_batch=100)
     )
     """Loop budget and cadence."""
-    seed: int = 0
-    """Seeds torch, numpy, random and the env."""
     hidden_sizes: tuple[int, ...] = (256, 256)
     """Hidden widths of the actor and Q MLPs (ReLU)."""
-    lr: float = 3e-4
-    """Adam learning rate of actor, critics and temperature."""
-    gamma: float = 0.99
-    """Discount."""
     tau: float = 0.005
     """Soft target-network update rate."""
     batch_size: int = 256
@@ -277,22 +303,12 @@ class SACConfig:
     """Initial entropy temperature (learned)."""
 
     def __post_init__(self) -> None:
-        _hidden_sizes(self, "")
-        fpb = self.trainer.frames_per_batch
-        _check(
-            fpb % self.env.num_envs == 0,
-            "trainer.frames_per_batch",
-            f"a multiple of env.num_envs ({self.env.num_envs})",
-            fpb,
-            "make frames_per_batch divisible by env.num_envs",
-        )
-        _positive_float(self, "", "lr")
+        super().__post_init__()
         _positive_float(self, "", "utd_ratio")
         _positive_float(self, "", "alpha_init")
         _positive_int(self, "", "batch_size")
         _positive_int(self, "", "buffer_size")
         _positive_int(self, "", "init_random_frames", zero_ok=True)
-        _unit_float(self, "", "gamma")
         _unit_float(self, "", "tau")
         _check(
             self.batch_size <= self.buffer_size,

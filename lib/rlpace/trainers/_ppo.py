@@ -14,6 +14,7 @@ from torchrl.objectives.value import GAE
 
 from rlpace.trainers._config import PPOConfig, config_from_dict
 from rlpace.trainers._envs import make_actor, make_env, mlp
+from rlpace.trainers._policies import collection_policy
 from rlpace.trainers._timing import timeit
 from rlpace.trainers._trainer import Trainer, seed_everything
 
@@ -68,10 +69,14 @@ class PPOTrainer(Trainer):
         self.advantage = GAE(
             gamma=config.gamma, lmbda=config.gae_lambda, value_network=critic, average_gae=False
         )
-        self.optimizer = torch.optim.Adam(self.loss_module.parameters(), lr=config.lr, eps=1e-5)
+        # fused: one kernel for every parameter instead of a Python loop over them
+        self.optimizer = torch.optim.Adam(
+            self.loss_module.parameters(), lr=config.lr, eps=1e-5, fused=True
+        )
         super().__init__(
             config,
             policy=actor,
+            collection_policy=collection_policy(actor),
             modules={"loss": self.loss_module},
             optimizers={"adam": self.optimizer},
             run_dir=run_dir,

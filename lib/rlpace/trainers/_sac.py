@@ -13,6 +13,7 @@ from torchrl.objectives import SACLoss, SoftUpdate
 
 from rlpace.trainers._config import SACConfig, config_from_dict
 from rlpace.trainers._envs import action_kind, make_actor, make_env, mlp
+from rlpace.trainers._policies import collection_policy
 from rlpace.trainers._timing import timeit
 from rlpace.trainers._trainer import Trainer, seed_everything
 from rlpace.trainers._wiring import make_replay_buffer
@@ -86,11 +87,13 @@ class SACTrainer(Trainer):
         )
         self.loss_module.make_value_estimator(gamma=config.gamma)
         self.target_updater = SoftUpdate(self.loss_module, tau=config.tau)
-        self.optimizer = torch.optim.Adam(self.loss_module.parameters(), lr=config.lr)
+        # fused: one kernel for every parameter instead of a Python loop over them
+        self.optimizer = torch.optim.Adam(self.loss_module.parameters(), lr=config.lr, fused=True)
         buffer = make_replay_buffer(config.buffer_size, config.batch_size)
         super().__init__(
             config,
             policy=actor,
+            collection_policy=collection_policy(actor),
             modules={"loss": self.loss_module},
             optimizers={"adam": self.optimizer},
             buffer=buffer,

@@ -76,7 +76,10 @@ class Trainer:
 
     Args:
         config: the run's config (``PPOConfig`` or ``SACConfig``).
-        policy: the exploration policy the collector runs (also used for evaluation).
+        policy: the exploration policy (evaluation runs it deterministically).
+        collection_policy: what the collector runs instead of ``policy``: the same
+            network and distribution through a faster path (see
+            ``_policies.collection_policy``); None runs ``policy``.
         modules: named modules whose ``state_dict`` goes into checkpoints.
         optimizers: named optimizers whose ``state_dict`` goes into checkpoints.
         buffer: a replay buffer saved with checkpoints, or None (on-policy).
@@ -102,6 +105,7 @@ class Trainer:
         config: PPOConfig | SACConfig,
         *,
         policy: torch.nn.Module,
+        collection_policy: torch.nn.Module | None = None,
         modules: dict[str, torch.nn.Module],
         optimizers: dict[str, torch.optim.Optimizer],
         buffer: Any = None,
@@ -109,6 +113,7 @@ class Trainer:
     ) -> None:
         self.config = config
         self.policy = policy
+        self.collection_policy = policy if collection_policy is None else collection_policy
         self.modules = modules
         self.optimizers = optimizers
         self.buffer = buffer
@@ -176,7 +181,7 @@ class Trainer:
         remaining = max(fpb, -(-remaining // fpb) * fpb)
         self._collector = make_collector(
             lambda: make_env(name, seed, n),
-            self.policy,
+            self.collection_policy,
             frames_per_batch=fpb,
             total_frames=remaining,
         )
