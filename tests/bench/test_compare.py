@@ -357,17 +357,34 @@ def test_process_gates_share_one_family_error_rate_and_skip_calibrated_benchmark
 
         return side([1.0e-3, 1.05e-3]), side([1.02e-3, 0.98e-3])
 
-    head, base = sides(["a"])
-    alone = compare_runs(head, base).rows[0].run_noise_pct
-    head, base = sides([f"b{i}" for i in range(10)])
-    among_ten = compare_runs(head, base).rows
-    # ten uncalibrated benchmarks: each gate at alpha / 10, wider than a lone one's
-    assert all(r.run_noise_pct > alone for r in among_ten)
-    # a calibrated benchmark answers to its calibration instead, and the others' gates
-    # narrow as the family shrinks
-    calibrated = compare_runs(head, base, noise={f"b{i}": 0.02 for i in range(9)}).rows
+    from rlpace.bench.stats import fit_variance_prior, log_run_variance, run_level_noise
+
+    names = [f"b{i}" for i in range(10)]
+    head, base = sides(names)
+    rows = compare_runs(head, base).rows
+    # each of the ten uncalibrated gates at alpha / 10, on variances moderated by the
+    # prior fitted on all ten
+    pairs = [(head.loc[i, "run_medians"], base.loc[i, "run_medians"]) for i in range(10)]
+    prior = fit_variance_prior(*zip(*(log_run_variance(h, b) for h, b in pairs), strict=True))
+    for row, (h, b) in zip(rows, pairs):
+        half, _ = run_level_noise(h, b, alpha=0.05 / 10, prior=prior)
+        worse = row.head_median > row.base_median
+        expected = -math.expm1(-half) * 100 if worse else math.expm1(half) * 100
+        assert math.isclose(row.run_noise_pct, expected, rel_tol=1e-9)
+    # a calibrated benchmark answers to its calibration instead; the family shrinks
+    calibrated = compare_runs(head, base, noise={n: 0.02 for n in names[:9]}).rows
     assert all(math.isnan(r.run_noise_pct) for r in calibrated[:9])
-    assert calibrated[9].run_noise_pct < among_ten[9].run_noise_pct
+    half, _ = run_level_noise(*pairs[9], alpha=0.05)  # alone: no prior, the full alpha
+    assert math.isclose(
+        abs(
+            math.log1p(
+                calibrated[9].run_noise_pct
+                / 100
+                * (-1 if calibrated[9].head_median > calibrated[9].base_median else 1)
+            )
+        ),
+        half,
+    )
 
 
 def test_the_floor_given_to_the_comparator_is_applied_and_reported():
@@ -388,3 +405,10 @@ def test_the_floor_given_to_the_comparator_is_applied_and_reported():
     assert rows["cal"].verdict is Verdict.WORSENED
     assert rows["uncal"].verdict is Verdict.UNCHANGED
     assert math.isclose(rows["uncal"].noise_pct, floor.floor_pct)
+
+
+def test_absurd_process_noise_caps_the_figures_instead_of_overflowing():
+    rng = np.random.default_rng(6)
+    row = compare_runs(merged_side(rng, [1e-6, 1e2]), merged_side(rng, [1e-6, 1e2])).rows[0]
+    assert row.verdict is Verdict.UNCHANGED
+    assert math.isfinite(row.mdc_pct) and row.mdc_pct <= 1e6

@@ -351,3 +351,15 @@ def test_flagged_rows_state_their_minimal_detectable_change():
     # never below the threshold: a smaller change is not flagged, however quiet
     improvements = text.split("#### Improvements")[1]
     assert "| ±2.0% | ±5.0% |" in improvements
+
+
+def test_huge_detectable_changes_read_as_factors():
+    from rlpace.bench.render import _detectable
+
+    def row(mdc):
+        return BenchmarkChange("t::a", "a", Verdict.UNCHANGED, mdc_pct=mdc)
+
+    assert _detectable(row(7.25)) == "±7.2%" or _detectable(row(7.25)) == "±7.3%"
+    assert _detectable(row(220.0)) == "×3.2"
+    assert _detectable(row(1e6)) == "≥×1000"
+    assert _detectable(row(float("nan"))) == "-"

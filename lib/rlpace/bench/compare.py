@@ -57,6 +57,8 @@ from rlpace.bench.results import environment_differences, run_environment
 from rlpace.bench.stats import (
     benjamini_hochberg,
     bootstrap_ratio_ci,
+    fit_variance_prior,
+    log_run_variance,
     mann_whitney_p,
     minimal_detectable_change,
     run_level_noise,
@@ -365,9 +367,11 @@ def compare_runs(
     Process-level noise: when both sides merged two or more runs, a benchmark *without*
     calibrated noise must also clear the half-width of the process-level interval
     (:func:`rlpace.bench.stats.run_level_noise`), taken at level ``alpha / m`` over the
-    ``m`` such benchmarks (Bonferroni: with two runs a side there are two degrees of
-    freedom per benchmark, too few for anything subtler). A calibrated benchmark's
-    process noise is in its calibration, measured over many runs, and is not asked twice.
+    ``m`` such benchmarks (Bonferroni), with each benchmark's process variance moderated
+    by an empirical-Bayes prior fitted on all ``m`` (:func:`rlpace.bench.stats.fit_variance_prior`:
+    two runs a side give a benchmark two degrees of freedom of its own, the others lend
+    it more). A calibrated benchmark's process noise is in its calibration, measured over
+    many runs, and is not asked twice.
 
     Args:
         head: results table of the new run (:func:`rlpace.bench.results.load_results`).
@@ -410,6 +414,15 @@ def compare_runs(
         if name not in calibrated and name in base_rows and _runs_comparable(h, base_rows[name])
     }
     run_alpha = alpha / max(len(gated), 1)
+    # two runs a side give each benchmark's process variance two degrees of freedom;
+    # the variances of all gated benchmarks together give a prior that lends them more
+    prior = fit_variance_prior(
+        *zip(
+            *(log_run_variance(head_rows[n]["run_medians"], base_rows[n]["run_medians"])
+              for n in sorted(gated)),
+            strict=True,
+        )
+    ) if len(gated) >= 3 else None  # fmt: skip
     if floor is not None and floor.active:
         from rlpace.bench.controls import noise_with_floor
 
@@ -419,7 +432,7 @@ def compare_runs(
 
     drafts: list[dict[str, Any]] = []
     for fullname, h in head_rows.items():
-        run_gate = run_alpha if fullname in gated else None
+        run_gate = (run_alpha, prior) if fullname in gated else None
         drafts.append(_draft(h, base_rows.get(fullname), base is not None, effective, run_gate))
     for fullname, b in base_rows.items():
         if fullname not in head_rows:
@@ -502,10 +515,10 @@ def _draft(
     b: pd.Series | None,
     has_base: bool,
     calibrated: Mapping[str, float],
-    run_alpha: float | None,
+    run_gate: tuple[float, tuple[float, float] | None] | None,
 ) -> dict[str, Any]:
     """Everything about one benchmark except the verdicts that need all q-values;
-    ``run_alpha``: the level of its process-level gate (None: no such gate)."""
+    ``run_gate``: the level and variance prior of its process-level gate (None: none)."""
     if h is None:
         assert b is not None
         return {**_identity(b), **_side(b, "base"), "verdict": Verdict.REMOVED}
@@ -548,18 +561,18 @@ def _draft(
         out["p_value"] = mann_whitney_p(hd, bd)
         out["mdc_pct"] = rounds_mdc = minimal_detectable_change(hd, bd)
         run_half, run_mdc = (
-            run_level_noise(h["run_medians"], b["run_medians"], alpha=run_alpha)
-            if run_alpha is not None
+            run_level_noise(
+                h["run_medians"], b["run_medians"], alpha=run_gate[0], prior=run_gate[1]
+            )
+            if run_gate is not None
             else (_NAN, _NAN)
         )
         if math.isfinite(run_half):
             # the half-width on the side the change went: |better %| beyond it <=> the
             # log ratio beyond the log half-width, for speed-ups and slow-downs alike
             worse = (ratio > 1) != out["higher_is_better"]
-            out["run_noise_pct"] = (
-                -math.expm1(-run_half) * 100 if worse else math.expm1(run_half) * 100
-            )
-            out["mdc_pct"] = max(out["mdc_pct"], math.expm1(run_mdc) * 100)
+            out["run_noise_pct"] = -math.expm1(-run_half) * 100 if worse else _grown_pct(run_half)
+            out["mdc_pct"] = max(out["mdc_pct"], _grown_pct(run_mdc))
     else:
         ratio = out["head_median"] / out["base_median"]
         hl, hh, bl, bh = (float(x) for x in (h["ci_low"], h["ci_high"], b["ci_low"], b["ci_high"]))
@@ -587,6 +600,11 @@ def _draft(
     if out["method"] == "none":
         out["note"] = "no spread recorded: change cannot be told from noise"
     return out
+
+
+def _grown_pct(log_change: float) -> float:
+    """``expm1(x) × 100``, capped at a 10,000-fold change (no overflow for absurd noise)."""
+    return math.expm1(min(log_change, math.log(1e4))) * 100
 
 
 def _mean_interval(row: pd.Series) -> tuple[float, float]:

@@ -174,8 +174,15 @@ def _q(row: BenchmarkChange) -> str:
 
 def _detectable(row: BenchmarkChange, threshold: float = 0.0) -> str:
     """The minimal detectable change at 80% power (never below the threshold, which a
-    change must also pass), e.g. ``±7.5%``, or ``-`` when unknown."""
-    return f"±{max(row.mdc_pct, threshold):.1f}%" if math.isfinite(row.mdc_pct) else "-"
+    change must also pass), e.g. ``±7.5%``; beyond +100% as a factor, ``×3.2``; ``-``
+    when unknown."""
+    if not math.isfinite(row.mdc_pct):
+        return "-"
+    mdc = max(row.mdc_pct, threshold)
+    if mdc <= 100:
+        return f"±{mdc:.1f}%"
+    factor = 1 + mdc / 100
+    return "≥×1000" if factor >= 1000 else f"×{factor:.1f}"
 
 
 def _throughput(row: BenchmarkChange) -> str:

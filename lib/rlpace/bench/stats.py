@@ -25,6 +25,8 @@ from scipy import stats as _sp
 __all__ = [
     "benjamini_hochberg",
     "bootstrap_ratio_ci",
+    "fit_variance_prior",
+    "log_run_variance",
     "mann_whitney_p",
     "median_interval",
     "minimal_detectable_change",
@@ -277,12 +279,96 @@ def minimal_detectable_change(
     return float(z * se / med_b * 100)
 
 
+def log_run_variance(
+    head_run_medians: Sequence[float], base_run_medians: Sequence[float]
+) -> tuple[float, int]:
+    """The pooled within-side variance of the log run medians, and its degrees of freedom.
+
+    Returns ``(nan, 0)`` when a side has fewer than two runs or a median is not positive.
+
+    Example:
+        >>> var, df = log_run_variance([1.0, 1.1], [2.0, 2.2])
+        >>> round(var, 5), df
+        (0.00454, 2)
+    """
+    h = np.asarray(head_run_medians, dtype=float)
+    b = np.asarray(base_run_medians, dtype=float)
+    if h.size < 2 or b.size < 2 or not (np.all(h > 0) and np.all(b > 0)):
+        return float("nan"), 0
+    lh, lb = np.log(h), np.log(b)
+    df = h.size + b.size - 2
+    return float((((lh - lh.mean()) ** 2).sum() + ((lb - lb.mean()) ** 2).sum()) / df), df
+
+
+def _trigamma_inverse(x: float) -> float:
+    """The y with trigamma(y) = x, by Newton's method on 1/trigamma (Smyth 2004)."""
+    from scipy.special import polygamma
+
+    if x > 1e7:
+        return 1 / math.sqrt(x)
+    if x < 1e-6:
+        return 1 / x
+    y = 0.5 + 1 / x
+    for _ in range(50):
+        tri = float(polygamma(1, y))
+        step = tri * (1 - tri / x) / float(polygamma(2, y))
+        y += step
+        if -step / y < 1e-8:
+            break
+    return y
+
+
+def fit_variance_prior(
+    variances: Sequence[float], dfs: Sequence[int]
+) -> tuple[float, float] | None:
+    """Empirical-Bayes prior of many benchmarks' variances: ``(s0², d0)``.
+
+    Each benchmark's sample variance (few degrees of freedom: two runs a side give two)
+    is modelled as ``s0² × χ²(d0)/d0`` a priori, and ``s0²``, ``d0`` are fitted by the
+    moments of the log variances (Smyth 2004, "Linear models and empirical Bayes methods
+    for assessing differential expression", the method behind limma's moderated t).
+    :func:`run_level_noise` then shrinks each benchmark's variance toward ``s0²`` with
+    weight ``d0``, and its t interval gains ``d0`` degrees of freedom. Heterogeneous
+    benchmarks give a small ``d0`` (little shrinkage); ``d0`` is infinite when the
+    variances are no more spread than sampling alone explains.
+
+    Args:
+        variances: per benchmark, the variance (positive entries are used).
+        dfs: its degrees of freedom.
+
+    Returns:
+        ``(s0², d0)``, or None with fewer than three usable benchmarks.
+
+    Example:
+        >>> rng = np.random.default_rng(1)
+        >>> v = 0.01 * rng.chisquare(2, 400) / 2          # all alike, 2 df each
+        >>> s0, d0 = fit_variance_prior(v, [2] * 400)
+        >>> round(s0, 3), d0 > 50
+        (0.01, True)
+    """
+    from scipy.special import digamma, polygamma
+
+    pairs = [(v, d) for v, d in zip(variances, dfs) if d > 0 and math.isfinite(v) and v > 0]
+    if len(pairs) < 3:
+        return None
+    var = np.array([v for v, _ in pairs])
+    df = np.array([d for _, d in pairs], dtype=float)
+    e = np.log(var) - digamma(df / 2) + np.log(df / 2)
+    mean = float(e.mean())
+    excess = float(((e - mean) ** 2).sum() / (e.size - 1) - polygamma(1, df / 2).mean())
+    if excess <= 0:
+        return math.exp(mean), math.inf
+    d0 = 2 * _trigamma_inverse(excess)
+    return math.exp(mean + float(digamma(d0 / 2)) - math.log(d0 / 2)), d0
+
+
 def run_level_noise(
     head_run_medians: Sequence[float],
     base_run_medians: Sequence[float],
     *,
     alpha: float = 0.05,
     power: float = 0.8,
+    prior: tuple[float, float] | None = None,
 ) -> tuple[float, float]:
     """Half-width and minimal detectable change of the log ratio head/base, with the
     *process* as the unit of replication.
@@ -294,14 +380,16 @@ def run_level_noise(
     is one observation; the log medians' variance is pooled over both sides (two-sample
     t, ``k_h + k_b − 2`` degrees of freedom) and turned into the half-width of a
     ``1 − alpha`` interval on ``log(head / base)`` and the log change detectable with
-    ``power``. Few runs mean few degrees of freedom and wide figures, which is the truth
-    about them. ``math.expm1(x) * 100`` turns either into a percentage.
+    ``power``. With a ``prior`` from :func:`fit_variance_prior` the variance is the
+    moderated one, ``(d0·s0² + d·s²) / (d0 + d)`` on ``d0 + d`` degrees of freedom.
+    ``math.expm1(x) * 100`` turns either figure into a percentage.
 
     Args:
         head_run_medians: one median per head run (process).
         base_run_medians: one median per base run.
         alpha: two-sided level of the interval.
         power: detection probability of the minimal detectable change.
+        prior: ``(s0², d0)`` of the variances of all benchmarks compared together.
 
     Returns:
         ``(half_width, mdc)`` in natural-log units, NaN when a side has fewer than two
@@ -311,17 +399,23 @@ def run_level_noise(
         >>> half, mdc = run_level_noise([1.00, 1.02], [1.01, 0.99])
         >>> round(math.expm1(half) * 100, 1), round(math.expm1(mdc) * 100, 1)
         (6.2, 7.8)
+        >>> half, _ = run_level_noise([1.00, 1.02], [1.01, 0.99], prior=(1e-4, 8.0))
+        >>> round(math.expm1(half) * 100, 1)
+        2.5
         >>> run_level_noise([1.0], [1.0, 1.1])
         (nan, nan)
     """
-    h = np.asarray(head_run_medians, dtype=float)
-    b = np.asarray(base_run_medians, dtype=float)
-    if h.size < 2 or b.size < 2 or not (np.all(h > 0) and np.all(b > 0)):
+    pooled, df = log_run_variance(head_run_medians, base_run_medians)
+    if df == 0:
         return float("nan"), float("nan")
-    lh, lb = np.log(h), np.log(b)
-    df = h.size + b.size - 2
-    pooled = (((lh - lh.mean()) ** 2).sum() + ((lb - lb.mean()) ** 2).sum()) / df
-    se = math.sqrt(pooled * (1 / h.size + 1 / b.size))
+    if prior is not None:
+        s0, d0 = prior
+        if math.isinf(d0):
+            pooled, df = s0, 10**6
+        else:
+            pooled, df = (d0 * s0 + df * pooled) / (d0 + df), df + d0
+    k_h, k_b = len(head_run_medians), len(base_run_medians)
+    se = math.sqrt(pooled * (1 / k_h + 1 / k_b))
     t_alpha = float(_sp.t.ppf(1 - alpha / 2, df))
     t_power = float(_sp.t.ppf(power, df))
     return t_alpha * se, (t_alpha + t_power) * se
