@@ -30,7 +30,7 @@ The figures come from :class:`Calibration`, written versioned to ``<set>.json``;
 Example:
     >>> gate, spread, mdc = noise_gate([1.0, -1.0, 0.5, -0.5], n_benchmarks=1)
     >>> round(spread, 3), round(gate, 2), round(mdc, 2)
-    (0.913, 1.79, 5.77)
+    (0.913, 2.91, 5.77)
 """
 
 from __future__ import annotations
@@ -74,6 +74,7 @@ def noise_gate(
     threshold: float = 5.0,
     power: float = POWER,
     spread_pct: float | None = None,
+    spread_df: int | None = None,
 ) -> tuple[float, float, float]:
     """Noise gate, spread and minimal detectable change of one benchmark, in percent.
 
@@ -86,6 +87,10 @@ def noise_gate(
         spread_pct: the A/A change's standard deviation when known better than from
             ``changes_pct`` (from the run spread of a large pool); NaN or None: from
             the changes.
+        spread_df: degrees of freedom of ``spread_pct`` (pool runs − 1): the gate then
+            uses Student's t instead of the normal quantile, since a spread estimated
+            from a few runs is itself uncertain (a prediction interval for the next
+            A/A change, not a confidence interval for a known sigma).
 
     Returns:
         ``(gate, spread, mdc)``: an A/A change exceeds ``gate`` with probability about
@@ -94,9 +99,11 @@ def noise_gate(
 
     Example:
         >>> [round(x, 2) for x in noise_gate([2.0, -2.0, 1.0, -1.0], n_benchmarks=10)]
-        [5.12, 1.83, 6.66]
+        [13.61, 1.83, 15.14]
         >>> [round(x, 2) for x in noise_gate([2.0, -2.0], n_benchmarks=10, spread_pct=1.0)]
         [2.81, 1.0, 5.84]
+        >>> [round(x, 2) for x in noise_gate([2.0], n_benchmarks=10, spread_pct=1.0, spread_df=7)]
+        [4.03, 1.0, 5.84]
     """
     from scipy.stats import norm
 
@@ -110,7 +117,19 @@ def noise_gate(
     else:
         mean = sum(values) / len(values)
         spread = math.sqrt(sum((c - mean) ** 2 for c in values) / (len(values) - 1))
-    z = float(norm.ppf(1 - family_alpha / (2 * max(n_benchmarks, 1))))
+        spread_df, spread_pct = len(values) - 1, spread
+    level = 1 - family_alpha / (2 * max(n_benchmarks, 1))
+    if (
+        spread_df is not None
+        and spread_df >= 1
+        and spread_pct is not None
+        and math.isfinite(spread_pct)
+    ):
+        from scipy.stats import t as student_t
+
+        z = float(student_t.ppf(level, spread_df))
+    else:
+        z = float(norm.ppf(level))
     gate = max(z * spread, max(abs(c) for c in values))
     mdc = max(gate, threshold) + float(norm.ppf(power)) * spread
     return gate, spread, mdc
@@ -592,6 +611,7 @@ def analyse_pool(
                 family_alpha=config.family_alpha,
                 threshold=config.threshold,
                 spread_pct=spreads.get(n, (math.nan, 0))[0] * per_side,
+                spread_df=spreads.get(n, (math.nan, 0))[1] - 1,
             )
             for n in names
         }
