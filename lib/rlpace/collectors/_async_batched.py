@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import threading
-import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -47,7 +46,8 @@ class FrameInbox:
     A ``queue`` wakes its consumer on every ``put``: one thread switch per frame on
     top of the env's and the server's. Here producers append to a deque (atomic
     under the GIL) and set an event only once ``want`` frames are waiting, so the
-    consumer sleeps until a whole batch is there.
+    consumer sleeps until a whole batch is there. Producers that run too far ahead
+    block in :meth:`wait_for_room` (no polling) until the consumer takes a batch.
 
     Example:
         >>> inbox = FrameInbox()
@@ -63,6 +63,7 @@ class FrameInbox:
         self._items: deque[Any] = deque()
         self._want = 1
         self._ready = threading.Event()
+        self._room = threading.Event()
 
     def __len__(self) -> int:
         return len(self._items)
@@ -74,8 +75,17 @@ class FrameInbox:
             self._ready.set()
 
     def wake(self) -> None:
-        """Wake the consumer now (an error to report, a shutdown)."""
+        """Wake the consumer and every blocked producer now (an error, a shutdown)."""
         self._ready.set()
+        self._room.set()
+
+    def wait_for_room(self, cap: int, poll: float = 0.1) -> None:
+        """Block while ``cap`` or more items wait (at most ``poll`` s: callers re-check
+        their stop flag)."""
+        if len(self._items) >= cap:
+            self._room.clear()
+            if len(self._items) >= cap:  # the consumer took a batch between check and clear
+                self._room.wait(poll)
 
     def take(self, want: int, check: Callable[[], None], poll: float = 0.1) -> list[Any]:
         """The oldest ``want`` items, waiting for them; ``check()`` runs on every wake-up
@@ -88,7 +98,9 @@ class FrameInbox:
                 break
             ready.wait(poll)
             check()
-        return [items.popleft() for _ in range(want)]
+        taken = [items.popleft() for _ in range(want)]
+        self._room.set()
+        return taken
 
 
 def resolve_backends(
@@ -344,7 +356,7 @@ class AsyncBatchedCollector:
         stop = self._stop
         keys = self._request_keys
         reward_keys = list(env.reward_keys)
-        # Back-pressure without a shared lock: pause while the consumer lags far behind.
+        # Back-pressure: block while the consumer lags far behind.
         cap = 2 * self.frames_per_batch
         keep = None  # root keys after a step: next's entries minus rewards (select < exclude)
         try:
@@ -352,7 +364,7 @@ class AsyncBatchedCollector:
             traj = next(self._traj_counter)
             while not stop.is_set():
                 if len(results) >= cap:
-                    time.sleep(0.0005)
+                    results.wait_for_room(cap)
                     continue
                 transport.submit(slot, root.select(*keys) if keys else root)
                 transport.receive_into(slot, root)
@@ -464,6 +476,7 @@ class AsyncBatchedCollector:
             return
         self._closed = True
         self._stop.set()
+        self._results.wake()
         self._credits.release(2 * self.frames_per_batch + len(self._threads) + 1)
         if getattr(self, "server", None) is not None:
             self.server.stop()
