@@ -105,6 +105,24 @@ def _async_batched_env_fns(env: str, envs: int) -> list:
     return [env_factory(env)] * envs
 
 
+def _forward_in_main_thread(policy, rows: int) -> None:
+    """One batched forward in the main thread, as any training loop runs, before timing.
+
+    A threaded collector runs its forwards in a server thread. If no other thread
+    ever ran an OpenMP region, that thread's team is the only one and libgomp lets
+    its worker busy-wait between regions (it throttles only when more OpenMP
+    threads exist than CPUs): on the shared 2-core machine that worker takes a core
+    from the env threads and both impls run 5-10x slower. Without this, the figures
+    depended on whether an earlier case (e.g. ``test_collector_single``) happened to
+    run in the same process.
+    """
+    import torch
+    from tensordict import TensorDict
+
+    with torch.no_grad():
+        policy(TensorDict({"observation": torch.zeros(rows, 4)}, batch_size=[rows]))
+
+
 @case(
     params={
         "impl": ["rlpace", "torchrl"],
@@ -128,6 +146,7 @@ def test_async_batched(impl, backend_transport, envs, env):
     backend, transport = backend_transport.split("-")
     env_fns = _async_batched_env_fns(env, envs)
     policy = make_policy("cartpole" if env == "cartpole" else "counting")
+    _forward_in_main_thread(policy, envs)
     min_batch = envs // 2 if env == "sleep2ms" else 1
     if impl == "rlpace":
         from rlpace.collectors import AsyncBatchedCollector
