@@ -293,7 +293,10 @@ def compare_interleaved(blocks: int = 3, only: str | None = None) -> None:
 
     On a shared machine the load drifts between pytest-benchmark's back-to-back
     cases; alternating blocks exposes both sides to the same load, so the median
-    of the paired ratios is the figure to quote. Run it as
+    of the paired ratios is the figure to quote. Threaded collectors are built
+    afresh for every block and shut down after it: an idle threaded collector
+    left alive in the process (torchrl's env threads poll) would take GIL time
+    from the one being timed. Run it as
     ``python tests/benchmarks/test_collectors.py [blocks] [case-prefix]``.
     """
     import statistics
@@ -315,21 +318,30 @@ def compare_interleaved(blocks: int = 3, only: str | None = None) -> None:
         name = setup.__name__
         if only and not name.startswith(only):
             continue
-        ours, theirs = setup(impl="rlpace", **params), setup(impl="torchrl", **params)
+        fresh = setup is test_async_batched
+        built = (
+            {} if fresh else {impl: setup(impl=impl, **params) for impl in ("rlpace", "torchrl")}
+        )
         rates: dict[str, list[float]] = {"rlpace": [], "torchrl": []}
+        extra: dict = {}
         for _ in range(blocks):
-            for impl, timed in (("rlpace", ours), ("torchrl", theirs)):
+            for impl in ("rlpace", "torchrl"):
+                timed = setup(impl=impl, **params) if fresh else built[impl]
                 start = time.perf_counter()
                 for _ in range(8):
                     timed.fn()
                 rates[impl].append(8 * timed.items / (time.perf_counter() - start))
-        ours.teardown()
-        theirs.teardown()
+                if impl == "rlpace":
+                    extra = dict(timed.extra_info)
+                if fresh:
+                    timed.teardown()
+        for timed in built.values():
+            timed.teardown()
         ratio = statistics.median(a / b for a, b in zip(rates["rlpace"], rates["torchrl"]))
         print(
             f"{name:22s} {params['env']:9s} rlpace {statistics.median(rates['rlpace']):8.0f} "
             f"frames/s  torchrl {statistics.median(rates['torchrl']):8.0f} frames/s  "
-            f"ratio {ratio:5.2f}  {ours.extra_info}",
+            f"ratio {ratio:5.2f}  {extra}",
             flush=True,
         )
 
