@@ -12,13 +12,12 @@ import contextlib
 import itertools
 import threading
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
 from tensordict import TensorDictBase
 
-from rlpace.collectors._lifecycle import CollectorLifecycle
 from rlpace.collectors._multi import resolve_policy
 from rlpace.collectors._rollout import (
     ENV_KEY,
@@ -139,7 +138,7 @@ def _slot_of(item: tuple[int, int, TensorDictBase]) -> int:
     return item[0]
 
 
-class AsyncBatchedCollector(CollectorLifecycle):
+class AsyncBatchedCollector:
     """A pool of envs stepping independently while an :class:`InferenceServer` batches them.
 
     Every env has a slot in a transport. An env submits its observation, waits for its
@@ -401,6 +400,10 @@ class AsyncBatchedCollector(CollectorLifecycle):
                 f"AsyncBatchedCollector: the inference server failed: {exc!r}"
             ) from exc
 
+    def __iter__(self) -> Iterator[TensorDictBase | None]:
+        while self.total_frames == -1 or self.frames < self.total_frames:
+            yield self.next()
+
     def next(self) -> TensorDictBase | None:
         """Collect one batch of transitions (``None`` when a replay buffer takes it).
 
@@ -486,3 +489,13 @@ class AsyncBatchedCollector(CollectorLifecycle):
             thread.join(2.0)
         self._threads = []
         self._close_envs()
+
+    def __enter__(self) -> AsyncBatchedCollector:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self.shutdown()

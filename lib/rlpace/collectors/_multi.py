@@ -17,14 +17,13 @@ import contextlib
 import os
 import pickle
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from multiprocessing.connection import wait
 from typing import Any
 
 import torch
 from tensordict import TensorDictBase
 
-from rlpace.collectors._lifecycle import CollectorLifecycle
 from rlpace.collectors._rollout import EnvStepError, Rollout, WorkerDiedError, split_frames
 from rlpace.collectors._single import check_total_frames, resolve_env
 from rlpace.collectors._weights import SharedWeights
@@ -144,7 +143,7 @@ def _send_error(conn: Any, exc: BaseException) -> None:
         conn.send(("error", payload, None))
 
 
-class MultiCollector(CollectorLifecycle):
+class MultiCollector:
     """Worker processes each stepping a share of the envs; batches come back through shared memory.
 
     With ``sync=True`` each batch gathers ``frames_per_batch / num_workers`` frames from
@@ -362,6 +361,10 @@ class MultiCollector(CollectorLifecycle):
 
     # -- public --------------------------------------------------------------------
 
+    def __iter__(self) -> Iterator[TensorDictBase | None]:
+        while self.total_frames == -1 or self.frames < self.total_frames:
+            yield self.next()
+
     def next(self) -> TensorDictBase | None:
         """Collect one batch (``None`` when workers wrote it to the replay buffer).
 
@@ -436,3 +439,13 @@ class MultiCollector(CollectorLifecycle):
             with contextlib.suppress(Exception):
                 conn.close()
         self._procs = []
+
+    def __enter__(self) -> MultiCollector:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self.shutdown()

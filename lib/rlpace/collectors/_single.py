@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
 from tensordict import TensorDictBase
 
-from rlpace.collectors._lifecycle import CollectorLifecycle
 from rlpace.collectors._rollout import Rollout, load_weights
 
 
@@ -40,7 +40,7 @@ def check_total_frames(total_frames: int, who: str) -> None:
         )
 
 
-class Collector(CollectorLifecycle):
+class Collector:
     """Steps one environment with a policy and yields ``[frames_per_batch]`` batches.
 
     Each batch holds the root entries the policy saw (``"observation"``,
@@ -112,6 +112,10 @@ class Collector(CollectorLifecycle):
             raise
         self._closed = False
 
+    def __iter__(self) -> Iterator[TensorDictBase | None]:
+        while self.total_frames == -1 or self.frames < self.total_frames:
+            yield self.next()
+
     def next(self) -> TensorDictBase | None:
         """Collect and return one batch (``None`` when a replay buffer takes it).
 
@@ -167,6 +171,16 @@ class Collector(CollectorLifecycle):
                 rollout.close()
             elif not self.env.is_closed:
                 self.env.close()
+
+    def __enter__(self) -> Collector:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):  # never raise from __del__
+            self.shutdown()
 
     def __repr__(self) -> str:
         return (
