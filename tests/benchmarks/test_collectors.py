@@ -347,6 +347,7 @@ def compare_interleaved(blocks: int = 3, only: str | None = None) -> None:
 
 
 if __name__ == "__main__":
+    import os
     import sys
     import warnings
 
@@ -354,3 +355,8 @@ if __name__ == "__main__":
     compare_interleaved(
         int(sys.argv[1]) if len(sys.argv) > 1 else 3, sys.argv[2] if len(sys.argv) > 2 else None
     )
+    # Every collector is shut down by now, but after torchrl 0.14.1's multi-process
+    # collectors the interpreter can hang at exit, joining a multiprocessing queue
+    # feeder thread blocked on a pipe whose reader is gone; the results are printed.
+    sys.stdout.flush()
+    os._exit(0)
