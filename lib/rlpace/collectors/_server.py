@@ -128,10 +128,12 @@ class InferenceServer:
                 out = self._call(batch)
         else:  # a plain callable, or the serving thread entered no_grad once already
             out = self._call(batch)
-        self.transport.write_responses(slots, out)
-        self._forward_lat.append(time.perf_counter() - start)
+        # counted before the clients wake: a client may step, and its frame be consumed,
+        # before this thread runs again, and the counts must already include it
         self._requests += len(slots)
         self._batches += 1
+        self.transport.write_responses(slots, out)
+        self._forward_lat.append(time.perf_counter() - start)
         return len(slots)
 
     def _run(self) -> None:
