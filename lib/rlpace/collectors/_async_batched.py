@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import queue
 import threading
-import time
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -39,6 +38,69 @@ SUPPORTED = {
     ("multiprocessing", "multiprocessing"): "env processes, SharedMemorySlotTransport",
     ("ray", "ray"): "env Ray actors, RayTransport, server in the driver",
 }
+
+
+class FrameInbox:
+    """Frames from many producer threads to one consumer, waking it once per batch.
+
+    A ``queue`` wakes its consumer on every ``put``: one thread switch per frame on
+    top of the env's and the server's. Here producers append to a deque (atomic
+    under the GIL) and set an event only once ``want`` frames are waiting, so the
+    consumer sleeps until a whole batch is there. Producers that run too far ahead
+    block in :meth:`wait_for_room` (no polling) until the consumer takes a batch.
+
+    Example:
+        >>> inbox = FrameInbox()
+        >>> for i in range(3):
+        ...     inbox.put((0, 0, i))
+        >>> inbox.take(2, check=lambda: None)
+        [(0, 0, 0), (0, 0, 1)]
+        >>> len(inbox)
+        1
+    """
+
+    def __init__(self) -> None:
+        self._items: deque[Any] = deque()
+        self._want = 1
+        self._ready = threading.Event()
+        self._room = threading.Event()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def put(self, item: Any) -> None:
+        """Add one item; wakes the consumer once enough are waiting."""
+        self._items.append(item)
+        if len(self._items) >= self._want and not self._ready.is_set():
+            self._ready.set()
+
+    def wake(self) -> None:
+        """Wake the consumer and every blocked producer now (an error, a shutdown)."""
+        self._ready.set()
+        self._room.set()
+
+    def wait_for_room(self, cap: int, poll: float = 0.1) -> None:
+        """Block while ``cap`` or more items wait (at most ``poll`` s: callers re-check
+        their stop flag)."""
+        if len(self._items) >= cap:
+            self._room.clear()
+            if len(self._items) >= cap:  # the consumer took a batch between check and clear
+                self._room.wait(poll)
+
+    def take(self, want: int, check: Callable[[], None], poll: float = 0.1) -> list[Any]:
+        """The oldest ``want`` items, waiting for them; ``check()`` runs on every wake-up
+        (and every ``poll`` seconds) so it can raise when a producer failed."""
+        items, ready = self._items, self._ready
+        self._want = want
+        while len(items) < want:
+            ready.clear()
+            if len(items) >= want:  # a producer filled up between the check and clear
+                break
+            ready.wait(poll)
+            check()
+        taken = [items.popleft() for _ in range(want)]
+        self._room.set()
+        return taken
 
 
 def resolve_backends(
@@ -70,6 +132,10 @@ def resolve_backends(
             f"is not supported; supported combinations: {options}"
         )
     return pair
+
+
+def _slot_of(item: tuple[int, int, TensorDictBase]) -> int:
+    return item[0]
 
 
 class AsyncBatchedCollector:
@@ -171,7 +237,7 @@ class AsyncBatchedCollector:
         self._envs: list[Any] = []
         self._pool: Any = None
         self._leftover: TensorDictBase | None = None
-        self._results: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._results = FrameInbox()
         self._credits = threading.Semaphore(2 * frames_per_batch)
         self._stop = threading.Event()
         self._traj_counter = itertools.count()
@@ -290,15 +356,15 @@ class AsyncBatchedCollector:
         stop = self._stop
         keys = self._request_keys
         reward_keys = list(env.reward_keys)
-        # Back-pressure without a shared lock: pause while the consumer lags far behind.
+        # Back-pressure: block while the consumer lags far behind.
         cap = 2 * self.frames_per_batch
         keep = None  # root keys after a step: next's entries minus rewards (select < exclude)
         try:
             root = env.reset()
             traj = next(self._traj_counter)
             while not stop.is_set():
-                if results.qsize() >= cap:
-                    time.sleep(0.0005)
+                if len(results) >= cap:
+                    results.wait_for_room(cap)
                     continue
                 transport.submit(slot, root.select(*keys) if keys else root)
                 transport.receive_into(slot, root)
@@ -318,7 +384,7 @@ class AsyncBatchedCollector:
             if self._error is None:
                 self._error = (slot, exc)
             stop.set()
-            results.put(None)
+            results.wake()
 
     def _raise_if_failed(self) -> None:
         if self._error is not None:
@@ -379,28 +445,13 @@ class AsyncBatchedCollector:
         return batch[order]
 
     def _next_from_threads(self, want: int) -> TensorDictBase:
-        frames, slots, trajs = [], [], []
-        get = self._results.get
-        while len(frames) < want:
-            try:
-                item = get(timeout=0.1)
-            except queue.Empty:
-                self._raise_if_failed()
-                continue
-            if item is None:
-                self._raise_if_failed()
-                continue
-            slot, traj, frame = item
-            frames.append(frame)
-            slots.append(slot)
-            trajs.append(traj)
-        self._credits.release(len(frames))
-        batch = stack_frames(frames)
-        env_ids = torch.tensor(slots)
-        batch.set(ENV_KEY, env_ids)
-        batch.set(TRAJ_KEY, torch.tensor(trajs))
-        order = torch.sort(env_ids, stable=True).indices
-        return batch[order]
+        items = self._results.take(want, self._raise_if_failed)
+        self._credits.release(want)
+        items.sort(key=_slot_of)  # stable: each env's frames stay in time order
+        batch = stack_frames([frame for _, _, frame in items])
+        batch.set(ENV_KEY, torch.tensor([slot for slot, _, _ in items]))
+        batch.set(TRAJ_KEY, torch.tensor([traj for _, traj, _ in items]))
+        return batch
 
     def server_stats(self) -> ServerStats:
         """The inference server's counts and latency percentiles so far."""
@@ -425,6 +476,7 @@ class AsyncBatchedCollector:
             return
         self._closed = True
         self._stop.set()
+        self._results.wake()
         self._credits.release(2 * self.frames_per_batch + len(self._threads) + 1)
         if getattr(self, "server", None) is not None:
             self.server.stop()

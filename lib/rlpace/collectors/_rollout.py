@@ -233,7 +233,11 @@ def root_keys_after_step(nxt: TensorDictBase, reward_keys: list[Any]) -> list[An
 
 
 def stack_frames(frames: list[TensorDictBase], dim: int = 0) -> TensorDictBase:
-    """Stack same-structured frames key by key (about twice as fast as ``torch.stack``).
+    """Stack same-structured frames key by key (several times faster than ``torch.stack``).
+
+    Each frame's entries are read once per level with ``items()`` (one dict per
+    frame and nested TensorDict) instead of one ``get`` per frame and nested key,
+    which dominated the cost of stacking a batch of small frames.
 
     Example:
         >>> import torch
@@ -242,19 +246,27 @@ def stack_frames(frames: list[TensorDictBase], dim: int = 0) -> TensorDictBase:
         >>> stack_frames([f, f])["next", "a"].shape
         torch.Size([2, 2])
     """
-    first = frames[0]
-    shape = list(first.batch_size)
+    shape = list(frames[0].batch_size)
     shape.insert(dim, len(frames))
-    out = TensorDict(batch_size=shape)
     try:
-        # is_leaf_nontensor: text and other non-tensor entries are leaves too, so they
-        # are stacked along with the tensors instead of silently dropped
-        for key in first.keys(True, True, is_leaf=is_leaf_nontensor):
-            out.set(key, torch.stack([f.get(key) for f in frames], dim))
+        return _stack_level(frames, dim, shape)
     except RuntimeError:
         # ragged frames (token sequences of different lengths) cannot be stacked
         # densely; a lazy stack keeps each element as it is
         return LazyStackedTensorDict.lazy_stack(frames, dim)
+
+
+def _stack_level(tds: list[TensorDictBase], dim: int, shape: list[int]) -> TensorDict:
+    out = TensorDict(batch_size=shape)
+    entries = [dict(td.items()) for td in tds]
+    for key, value in entries[0].items():
+        values = [entry[key] for entry in entries]
+        if is_leaf_nontensor(type(value)):
+            # text and other non-tensor entries are leaves too, so they are stacked
+            # along with the tensors instead of silently dropped
+            out.set(key, torch.stack(values, dim))
+        else:
+            out.set(key, _stack_level(values, dim, shape))
     return out
 
 

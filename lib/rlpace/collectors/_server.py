@@ -104,6 +104,7 @@ class InferenceServer:
         self.timeout = timeout
         self.error: BaseException | None = None
         self._call = direct_policy(policy)
+        self._grad_free = isinstance(policy, torch.nn.Module)
         self._requests = 0
         self._batches = 0
         self._queue_lat: deque[float] = deque(maxlen=10_000)
@@ -122,18 +123,24 @@ class InferenceServer:
         submitted = self.transport.submit_times
         self._queue_lat.extend(start - submitted[s] for s in slots)
         batch = self.transport.read_requests(slots)
-        with policy_context(self.policy):
+        if self._grad_free and torch.is_grad_enabled():
+            with torch.no_grad():
+                out = self._call(batch)
+        else:  # a plain callable, or the serving thread entered no_grad once already
             out = self._call(batch)
-        self.transport.write_responses(slots, out)
-        self._forward_lat.append(time.perf_counter() - start)
+        # counted before the clients wake: a client may step, and its frame be consumed,
+        # before this thread runs again, and the counts must already include it
         self._requests += len(slots)
         self._batches += 1
+        self.transport.write_responses(slots, out)
+        self._forward_lat.append(time.perf_counter() - start)
         return len(slots)
 
     def _run(self) -> None:
         try:
-            while not self._stop.is_set():
-                self.serve_once()
+            with policy_context(self.policy):
+                while not self._stop.is_set():
+                    self.serve_once()
         except BaseException as exc:  # noqa: BLE001 - kept for the collector to raise
             self.error = exc
             self.transport.close()

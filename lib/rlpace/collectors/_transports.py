@@ -22,7 +22,7 @@ import time
 from typing import Any
 
 import torch
-from tensordict import TensorDictBase
+from tensordict import TensorDict, TensorDictBase
 
 
 class TransportClosed(RuntimeError):
@@ -88,6 +88,11 @@ def _drain(get, first_timeout: float, min_count: int, max_count: int | None, tim
     return items
 
 
+def _rows(leaves: list[tuple[Any, torch.Tensor]], num_slots: int) -> list[list[tuple[Any, Any]]]:
+    """Per slot, ``(key, view of that slot's row)`` for every leaf, made once."""
+    return [[(key, buf[slot]) for key, buf in leaves] for slot in range(num_slots)]
+
+
 class SlotTransport(Transport):
     """Lock-free slots for threads: storage per slot, indices through a ``SimpleQueue``.
 
@@ -123,8 +128,15 @@ class SlotTransport(Transport):
         self._layout_lock = threading.Lock()
         self._requests: TensorDictBase | None = None
         self._request_leaves: list[tuple[Any, torch.Tensor]] = []
+        self._request_rows: list[list[tuple[Any, torch.Tensor]]] = []
         self._responses: TensorDictBase | None = None
         self._response_leaves: list[tuple[Any, torch.Tensor]] = []
+        self._response_rows: list[list[tuple[Any, torch.Tensor]]] = []
+        # The server's gather/scatter index, filled through a numpy view: building a
+        # tensor from a list (torch.tensor) releases the GIL, and on the server's path
+        # every GIL release lets an env thread in ahead of the forward pass.
+        self._index = torch.zeros(num_slots, dtype=torch.int64)
+        self._index_np = self._index.numpy()
         self._closed = False
 
     def _layout_requests(self, request: TensorDictBase) -> None:
@@ -132,13 +144,14 @@ class SlotTransport(Transport):
             if self._requests is None:
                 storage = request.unsqueeze(0).expand(self.num_slots, *request.batch_size).clone()
                 self._request_leaves = [(key, storage.get(key)) for key in storage.keys(True, True)]
+                self._request_rows = _rows(self._request_leaves, self.num_slots)
                 self._requests = storage
 
     def submit(self, slot: int, request: TensorDictBase) -> None:
         if self._requests is None:
             self._layout_requests(request)
-        for key, buf in self._request_leaves:
-            buf[slot].copy_(request.get(key))
+        for key, row in self._request_rows[slot]:
+            row.copy_(request.get(key))
         self.submit_times[slot] = time.perf_counter()
         self._pending.put(slot)
 
@@ -147,16 +160,26 @@ class SlotTransport(Transport):
             raise TimeoutError(f"slot {slot}: no response from the inference server in {timeout}s")
         if self._closed:
             raise TransportClosed("the transport was closed while waiting for a response")
-        for key, buf in self._response_leaves:
-            target.set(key, buf[slot].clone())
+        for key, row in self._response_rows[slot]:
+            target.set(key, row.clone())
 
     def wait_requests(
         self, min_count: int, max_count: int | None, timeout: float, poll: float
     ) -> list[int]:
         return _drain(self._pending.get, poll, min_count, max_count, timeout)
 
+    def _slot_index(self, slots: list[int]) -> torch.Tensor:
+        count = len(slots)
+        self._index_np[:count] = slots
+        return self._index[:count]
+
     def read_requests(self, slots: list[int]) -> TensorDictBase:
-        return self._requests[torch.tensor(slots)]
+        index = self._slot_index(slots)
+        storage = self._requests
+        return TensorDict(
+            {key: buf.index_select(0, index) for key, buf in self._request_leaves},
+            batch_size=[len(slots), *storage.batch_size[1:]],
+        )
 
     def write_responses(self, slots: list[int], responses: TensorDictBase) -> None:
         if self._responses is None:
@@ -171,7 +194,8 @@ class SlotTransport(Transport):
             one = responses[0].select(*keys)
             self._responses = one.unsqueeze(0).expand(self.num_slots, *one.batch_size).clone()
             self._response_leaves = [(k, self._responses.get(k)) for k in keys]
-        index = torch.tensor(slots)
+            self._response_rows = _rows(self._response_leaves, self.num_slots)
+        index = self._slot_index(slots)
         for key, buf in self._response_leaves:
             buf.index_copy_(0, index, responses.get(key))
         for slot in slots:
