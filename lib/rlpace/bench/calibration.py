@@ -220,7 +220,7 @@ class BenchmarkNoise:
 
     Example:
         >>> BenchmarkNoise("t.py::a", 2, (1.0, -1.0), 0, 1.4, 3.0, 6.2, 2.5).noise_fraction
-        0.03
+        0.029554
     """
 
     fullname: str
@@ -252,10 +252,13 @@ class BenchmarkNoise:
 
     @property
     def noise_fraction(self) -> float:
-        """The gate as a fraction for :func:`rlpace.bench.compare.compare_runs` (≤ 1)."""
+        """The gate for :func:`rlpace.bench.compare.compare_runs`: the fraction of a
+        slow-down, ``1 − exp(−gate / 100)`` (the gate is a log change in %, as the run
+        spreads are), so it stays below 1 for any gate and a speed-up gets the same log
+        change; 1 (nothing can be flagged) when the gate is unknown."""
         if not math.isfinite(self.gate_pct):
             return 1.0
-        return round(min(self.gate_pct / 100, 1.0), 6)
+        return round(-math.expm1(-max(self.gate_pct, 0.0) / 100), 6)
 
 
 @dataclass(frozen=True)
@@ -306,14 +309,20 @@ class Calibration:
             >>> b = BenchmarkNoise("a", 2, (1.0, -1.0), 0, 1.0, 4.0, 7.0, 2.0)
             >>> cal = Calibration("cpu", 2, 2, 8, 5.0, 0.05, 0.05, 0.0, 0.0, (b,))
             >>> cal.noise_fractions(), cal.noise_fractions(repeats=8)
-            ({'a': 0.04}, {'a': 0.02})
+            ({'a': 0.039211}, {'a': 0.019802})
         """
         if repeats is None or repeats == self.repeats:
             return {b.fullname: b.noise_fraction for b in self.benchmarks}
         if repeats < 1:
             raise BenchInputError(f"repeats: expected an integer >= 1, got {repeats!r}")
         scale = math.sqrt(self.repeats / repeats)
-        return {b.fullname: round(min(b.noise_fraction * scale, 1.0), 6) for b in self.benchmarks}
+
+        def scaled(fraction: float) -> float:
+            if fraction >= 1:
+                return 1.0
+            return round(-math.expm1(math.log1p(-fraction) * scale), 6)
+
+        return {b.fullname: scaled(b.noise_fraction) for b in self.benchmarks}
 
     def to_dict(self) -> dict[str, Any]:
         """The versioned JSON form (NaN becomes None)."""
@@ -617,7 +626,8 @@ def analyse_pool(
         }
 
     def as_noise(g: Mapping[str, tuple[float, float, float]]) -> dict[str, float]:
-        return {n: min(v[0] / 100, 1.0) for n, v in g.items() if math.isfinite(v[0])}
+        # the same slow-down fraction of a log gate as BenchmarkNoise.noise_fraction
+        return {n: -math.expm1(-max(v[0], 0.0) / 100) for n, v in g.items() if math.isfinite(v[0])}
 
     held_out = 0
     if config.runs >= 3:

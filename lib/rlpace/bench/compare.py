@@ -364,14 +364,15 @@ def compare_runs(
 ) -> Comparison:
     """Compare a head run against a base run, benchmark by benchmark.
 
-    Process-level noise: when both sides merged two or more runs, a benchmark *without*
-    calibrated noise must also clear the half-width of the process-level interval
+    Process-level noise: when both sides merged two or more runs, a benchmark must also
+    clear the half-width of the process-level interval
     (:func:`rlpace.bench.stats.run_level_noise`), taken at level ``alpha / m`` over the
     ``m`` such benchmarks (Bonferroni), with each benchmark's process variance moderated
     by an empirical-Bayes prior fitted on all ``m`` (:func:`rlpace.bench.stats.fit_variance_prior`:
     two runs a side give a benchmark two degrees of freedom of its own, the others lend
-    it more). A calibrated benchmark's process noise is in its calibration, measured over
-    many runs, and is not asked twice.
+    it more). Calibrated noise can only widen that: on the loaded machine a calibration
+    from eight runs missed the heavy tails of some benchmarks' process noise, and
+    judging by it alone flagged more A/A runs than the process-level gates did.
 
     Args:
         head: results table of the new run (:func:`rlpace.bench.results.load_results`).
@@ -379,8 +380,10 @@ def compare_runs(
         threshold: smallest change in % that may be flagged (strictly greater).
         alpha: false discovery rate for the Benjamini–Hochberg q-values (and the family
             error rate of the process-level gates).
-        noise: optional ``fullname → relative spread`` (a fraction, 0.03 = 3%) measured
-            by A/A runs; a change must exceed it as well as its own interval.
+        noise: optional ``fullname → calibrated gate`` measured by A/A runs, as the
+            fraction of a slow-down (0.03 = 3% slower, at most 1); a speed-up must beat
+            the same change in log space, ``g / (1 − g)`` (0.5 = 2× slower or faster).
+            A change must exceed it as well as its own interval.
         floor: this run's negative-control floor
             (:func:`rlpace.bench.controls.noise_floor_from_controls`), added to the
             noise: the full floor for benchmarks without calibrated noise, the
@@ -411,7 +414,7 @@ def compare_runs(
     gated = {
         name
         for name, h in head_rows.items()
-        if name not in calibrated and name in base_rows and _runs_comparable(h, base_rows[name])
+        if name in base_rows and _runs_comparable(h, base_rows[name])
     }
     run_alpha = alpha / max(len(gated), 1)
     # two runs a side give each benchmark's process variance two degrees of freedom;
@@ -591,10 +594,15 @@ def _draft(
     # optimistic), the process-to-process half-width and the calibrated A/A spread,
     # whichever is largest. (The process-level MDC is a power figure for the reader,
     # not a gate: with two runs a side it is about twice the half-width.)
-    calibrated_pct = calibrated[out["fullname"]] * 100 if out["fullname"] in calibrated else _NAN
+    calibrated_pct = _NAN
+    if out["fullname"] in calibrated:
+        # a gate g given for slow-downs is the same log change, g / (1 - g), for speed-ups
+        g = calibrated[out["fullname"]]
+        speedup = (ratio < 1) != out["higher_is_better"]
+        calibrated_pct = (g / (1 - g) if g < 1 else math.inf) * 100 if speedup else g * 100
     candidates = (half, rounds_mdc, out.get("run_noise_pct", _NAN), calibrated_pct)
-    known = [x for x in candidates if math.isfinite(x)]
-    if math.isfinite(calibrated_pct) and math.isfinite(out.get("mdc_pct", _NAN)):
+    known = [x for x in candidates if not math.isnan(x)]  # an infinite gate counts
+    if not math.isnan(calibrated_pct) and math.isfinite(out.get("mdc_pct", _NAN)):
         out["mdc_pct"] = max(out["mdc_pct"], calibrated_pct)  # a change must also pass it
     out["noise_pct"] = max(known) if math.isfinite(half) and known else _NAN
     if out["method"] == "none":
