@@ -417,3 +417,21 @@ def test_a_calibrated_gate_holds_for_speed_ups_in_log_space():
     slower = compare_runs(base, head, noise={"a": 0.6}).rows[0]  # 2.2x slower: -55%
     assert slower.verdict is Verdict.UNCHANGED and math.isclose(slower.noise_pct, 60.0)
     assert compare_runs(head, base, noise={"a": 1.0}).rows[0].noise_pct == math.inf
+
+
+def test_a_calibrated_process_prior_lends_its_degrees_of_freedom():
+    from rlpace.bench.stats import log_run_variance, run_level_noise
+
+    rng = np.random.default_rng(8)
+    base = merged_side(rng, [1.0e-3, 1.01e-3])
+    head = merged_side(rng, [1.0e-3, 0.99e-3])
+    plain = compare_runs(head, base).rows[0]
+    prior = {"a": (0.01**2, 11)}  # a pool of 12 runs said: 1% between processes
+    informed = compare_runs(head, base, process_priors=prior).rows[0]
+    assert informed.run_noise_pct < plain.run_noise_pct
+    h, b = head.loc[0, "run_medians"], base.loc[0, "run_medians"]
+    half, _ = run_level_noise(h, b, prior=(0.01**2, 11))
+    assert math.isclose(abs(math.log1p(-informed.run_noise_pct / 100)), half) or math.isclose(
+        math.log1p(informed.run_noise_pct / 100), half
+    )
+    assert log_run_variance(h, b)[1] == 2

@@ -324,6 +324,23 @@ class Calibration:
 
         return {b.fullname: scaled(b.noise_fraction) for b in self.benchmarks}
 
+    def process_priors(self) -> dict[str, tuple[float, float]]:
+        """``fullname → (variance, degrees of freedom)`` of one run's log median, from the
+        pool's run spreads: the ``process_priors`` of
+        :func:`rlpace.bench.compare.compare_runs` (benchmarks with fewer than three pool
+        runs are left out).
+
+        Example:
+            >>> b = BenchmarkNoise("a", 2, (1.0,), 0, 2.0, 8.0, 12.0, 2.0, run_spread_pct=2.0, runs=12)
+            >>> Calibration("cpu", 2, 2, 12, 5.0, 0.05, 0.05, 0.0, 0.0, (b,)).process_priors()
+            {'a': (0.0004, 11)}
+        """
+        return {
+            b.fullname: ((b.run_spread_pct / 100) ** 2, b.runs - 1)
+            for b in self.benchmarks
+            if math.isfinite(b.run_spread_pct) and b.runs >= 3
+        }
+
     def to_dict(self) -> dict[str, Any]:
         """The versioned JSON form (NaN becomes None)."""
         data = asdict(self)
@@ -588,8 +605,17 @@ def analyse_pool(
             merged[key] = merge_runs([(clean if kind == "clean" else slow)[i] for i in idx])
         return merged[key]
 
-    def compare(a: Any, b: Any, noise: Mapping[str, float] | None = None) -> Any:
-        return judge_runs(b, a, threshold=config.threshold, alpha=config.alpha, noise=noise)
+    def compare(
+        a: Any, b: Any, noise: Mapping[str, float] | None = None, priors: Any = None
+    ) -> Any:
+        return judge_runs(
+            b, a, threshold=config.threshold, alpha=config.alpha, noise=noise, process_priors=priors
+        )
+
+    def priors_without(exclude: int | None) -> dict[str, tuple[float, float]]:
+        held = set() if exclude is None else set(draws[exclude][0]) | set(draws[exclude][1])
+        spreads = run_spreads([f for i, f in enumerate(clean) if i not in held])
+        return {n: ((sp / 100) ** 2, k - 1) for n, (sp, k) in spreads.items() if math.isfinite(sp)}
 
     flagged_kinds = (Verdict.WORSENED, Verdict.IMPROVED)
     aa = [compare(side("clean", a), side("clean", b)) for a, b in draws]
@@ -632,7 +658,9 @@ def analyse_pool(
     held_out = 0
     if config.runs >= 3:
         for i, (a, b) in enumerate(draws):
-            judged = compare(side("clean", a), side("clean", b), as_noise(gates(exclude=i)))
+            judged = compare(
+                side("clean", a), side("clean", b), as_noise(gates(exclude=i)), priors_without(i)
+            )
             held_out += any(r.verdict in flagged_kinds for r in judged.rows)
         false_alarms_calibrated = held_out / len(draws)
     else:
@@ -643,9 +671,10 @@ def analyse_pool(
 
     detected: dict[str, list[bool]] = {n: [] for n in names}
     detected_raw: dict[str, list[bool]] = {n: [] for n in names}
+    all_priors = priors_without(None)
     for (a, _), slowed in zip(draws, slow_draws):
-        for store, nz in ((detected, noise), (detected_raw, None)):
-            result = compare(side("clean", a), side("slow", slowed), nz)
+        for store, nz, pr in ((detected, noise, all_priors), (detected_raw, None, None)):
+            result = compare(side("clean", a), side("slow", slowed), nz, pr)
             for row in result.rows:
                 if row.fullname in store:
                     store[row.fullname].append(row.verdict is Verdict.WORSENED)

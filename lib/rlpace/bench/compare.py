@@ -361,6 +361,7 @@ def compare_runs(
     alpha: float = 0.05,
     noise: Mapping[str, float] | None = None,
     floor: NoiseFloor | None = None,
+    process_priors: Mapping[str, tuple[float, float]] | None = None,
 ) -> Comparison:
     """Compare a head run against a base run, benchmark by benchmark.
 
@@ -388,6 +389,11 @@ def compare_runs(
             (:func:`rlpace.bench.controls.noise_floor_from_controls`), added to the
             noise: the full floor for benchmarks without calibrated noise, the
             common-mode shift for the others (:func:`~rlpace.bench.controls.noise_with_floor`).
+        process_priors: optional ``fullname → (variance, degrees of freedom)`` of the log
+            run median, from a calibration pool
+            (:meth:`rlpace.bench.calibration.Calibration.process_priors`); it replaces the
+            prior fitted on the other benchmarks for that one, so a calibrated benchmark's
+            process-level gate stands on the pool's degrees of freedom plus this run's.
 
     Returns:
         The :class:`Comparison`, rows in head order then removed benchmarks.
@@ -435,7 +441,8 @@ def compare_runs(
 
     drafts: list[dict[str, Any]] = []
     for fullname, h in head_rows.items():
-        run_gate = (run_alpha, prior) if fullname in gated else None
+        own = (process_priors or {}).get(fullname)
+        run_gate = (run_alpha, own if own is not None else prior) if fullname in gated else None
         drafts.append(_draft(h, base_rows.get(fullname), base is not None, effective, run_gate))
     for fullname, b in base_rows.items():
         if fullname not in head_rows:

@@ -380,11 +380,9 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
             outcomes.append(_write_skipped(out_dir, set_name, skipped, base))
             continue
         noise_file = config.noise_file or repo / CALIBRATION_DIR / f"{set_name}.json"
-        noise = (
-            load_noise(noise_file, repeats=config.effective_repeats)
-            if config.noise_file or noise_file.is_file()
-            else None
-        )
+        calibrated = config.noise_file is not None or noise_file.is_file()
+        noise = load_noise(noise_file, repeats=config.effective_repeats) if calibrated else None
+        priors = load_process_priors(noise_file) if calibrated else None
         if progress is not None:
             progress.set_started(set_name, 2 * config.effective_repeats)
         runs = run_interleaved(
@@ -411,7 +409,12 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
             head_df, base_df, allow_mismatch=base.env_mode == "full", require_metadata=False
         )
         comparison = judge_runs(
-            head_df, base_df, threshold=config.threshold, alpha=config.alpha, noise=noise
+            head_df,
+            base_df,
+            threshold=config.threshold,
+            alpha=config.alpha,
+            noise=noise,
+            process_priors=priors,
         )
         outcomes.append(
             _write_reports(out_dir, set_name, comparison, runs, base, noise_file, differences)
@@ -541,6 +544,19 @@ def load_noise(path: Path, repeats: int | None = None) -> dict[str, float]:
     return read_calibration(path).noise_fractions(repeats)
 
 
+def load_process_priors(path: Path) -> dict[str, tuple[float, float]]:
+    """Per-benchmark process variances and their degrees of freedom from an
+    ``rlpace-bench aa`` file (empty for a version-1 file, which has none).
+
+    Example:
+        >>> load_process_priors(Path("reports/calibration/cpu.json"))  # doctest: +SKIP
+        {'tests/benchmarks/test_rb.py::test_rb_extend[rlpace-64]': (0.0012, 11), ...}
+    """
+    from rlpace.bench.calibration import read_calibration
+
+    return read_calibration(path).process_priors()
+
+
 def judge_runs(
     head: pd.DataFrame,
     base: pd.DataFrame,
@@ -548,6 +564,7 @@ def judge_runs(
     threshold: float = 5.0,
     alpha: float = 0.05,
     noise: Mapping[str, float] | None = None,
+    process_priors: Mapping[str, tuple[float, float]] | None = None,
 ) -> Comparison:
     """Compare merged head and base runs as ``pr`` does: the comparator, with this run's
     negative-control floor (:mod:`rlpace.bench.controls`) added to the calibrated noise.
@@ -558,6 +575,8 @@ def judge_runs(
         threshold: effect threshold in percent.
         alpha: false discovery rate.
         noise: calibrated noise per benchmark (fractions), e.g. from :func:`load_noise`.
+        process_priors: calibrated process variances (see
+            :meth:`rlpace.bench.calibration.Calibration.process_priors`).
 
     Returns:
         The :class:`~rlpace.bench.compare.Comparison`, its ``noise_floor`` set.
@@ -575,7 +594,15 @@ def judge_runs(
     # negative controls (torchrl twins) measure this run's common-mode shift and
     # noise; no benchmark is flagged for moving less than they do
     floor = noise_floor_from_controls(head, base)
-    return compare_runs(head, base, threshold=threshold, alpha=alpha, noise=noise, floor=floor)
+    return compare_runs(
+        head,
+        base,
+        threshold=threshold,
+        alpha=alpha,
+        noise=noise,
+        floor=floor,
+        process_priors=process_priors,
+    )
 
 
 class ProgressSink:
