@@ -66,6 +66,17 @@ READABLE_VERSIONS = (1, 2)
 POWER = 0.8
 
 
+def _slowdown_fraction(gate_pct: float) -> float:
+    """A gate given as a log change in % → the fraction of a slow-down (``< 1``), the
+    form :func:`rlpace.bench.compare.compare_runs` takes."""
+    return -math.expm1(-max(gate_pct, 0.0) / 100)
+
+
+def _process_prior(spread_pct: float, runs: int) -> tuple[float, int]:
+    """A run spread (std of the log median × 100) over ``runs`` runs → (variance, df)."""
+    return (spread_pct / 100) ** 2, runs - 1
+
+
 def noise_gate(
     changes_pct: Sequence[float],
     *,
@@ -258,7 +269,7 @@ class BenchmarkNoise:
         change; 1 (nothing can be flagged) when the gate is unknown."""
         if not math.isfinite(self.gate_pct):
             return 1.0
-        return round(-math.expm1(-max(self.gate_pct, 0.0) / 100), 6)
+        return round(_slowdown_fraction(self.gate_pct), 6)
 
 
 @dataclass(frozen=True)
@@ -336,7 +347,7 @@ class Calibration:
             {'a': (0.0004, 11)}
         """
         return {
-            b.fullname: ((b.run_spread_pct / 100) ** 2, b.runs - 1)
+            b.fullname: _process_prior(b.run_spread_pct, b.runs)
             for b in self.benchmarks
             if math.isfinite(b.run_spread_pct) and b.runs >= 3
         }
@@ -612,11 +623,6 @@ def analyse_pool(
             b, a, threshold=config.threshold, alpha=config.alpha, noise=noise, process_priors=priors
         )
 
-    def priors_without(exclude: int | None) -> dict[str, tuple[float, float]]:
-        held = set() if exclude is None else set(draws[exclude][0]) | set(draws[exclude][1])
-        spreads = run_spreads([f for i, f in enumerate(clean) if i not in held])
-        return {n: ((sp / 100) ** 2, k - 1) for n, (sp, k) in spreads.items() if math.isfinite(sp)}
-
     flagged_kinds = (Verdict.WORSENED, Verdict.IMPROVED)
     aa = [compare(side("clean", a), side("clean", b)) for a, b in draws]
     names = [r.fullname for r in aa[0].rows]
@@ -636,9 +642,16 @@ def analyse_pool(
     bare_share = sum(n / max(len(c.rows), 1) for n, c in zip(bare, aa)) / len(aa)
     per_side = math.sqrt(2 / config.repeats)  # a mean of `repeats` runs, one per side
 
-    def gates(exclude: int | None = None) -> dict[str, tuple[float, float, float]]:
+    def spreads_without(exclude: int | None) -> dict[str, tuple[float, int]]:
         held = set() if exclude is None else set(draws[exclude][0]) | set(draws[exclude][1])
-        spreads = run_spreads([f for i, f in enumerate(clean) if i not in held])
+        return run_spreads([f for i, f in enumerate(clean) if i not in held])
+
+    def priors(spreads: Mapping[str, tuple[float, int]]) -> dict[str, tuple[float, int]]:
+        return {n: _process_prior(sp, k) for n, (sp, k) in spreads.items() if math.isfinite(sp)}
+
+    def gates(
+        spreads: Mapping[str, tuple[float, int]], exclude: int | None = None
+    ) -> dict[str, tuple[float, float, float]]:
         return {
             n: noise_gate(
                 [c for i, c in enumerate(changes[n]) if i != exclude],
@@ -652,26 +665,29 @@ def analyse_pool(
         }
 
     def as_noise(g: Mapping[str, tuple[float, float, float]]) -> dict[str, float]:
-        # the same slow-down fraction of a log gate as BenchmarkNoise.noise_fraction
-        return {n: -math.expm1(-max(v[0], 0.0) / 100) for n, v in g.items() if math.isfinite(v[0])}
+        return {n: _slowdown_fraction(v[0]) for n, v in g.items() if math.isfinite(v[0])}
 
     held_out = 0
     if config.runs >= 3:
         for i, (a, b) in enumerate(draws):
+            held_spreads = spreads_without(i)
             judged = compare(
-                side("clean", a), side("clean", b), as_noise(gates(exclude=i)), priors_without(i)
+                side("clean", a),
+                side("clean", b),
+                as_noise(gates(held_spreads, exclude=i)),
+                priors(held_spreads),
             )
             held_out += any(r.verdict in flagged_kinds for r in judged.rows)
         false_alarms_calibrated = held_out / len(draws)
     else:
         false_alarms_calibrated = math.nan
-    final = gates()
-    noise = as_noise(final)
     spreads = run_spreads(clean)
+    final = gates(spreads)
+    noise = as_noise(final)
 
     detected: dict[str, list[bool]] = {n: [] for n in names}
     detected_raw: dict[str, list[bool]] = {n: [] for n in names}
-    all_priors = priors_without(None)
+    all_priors = priors(spreads)
     for (a, _), slowed in zip(draws, slow_draws):
         for store, nz, pr in ((detected, noise, all_priors), (detected_raw, None, None)):
             result = compare(side("clean", a), side("slow", slowed), nz, pr)

@@ -144,8 +144,9 @@ class BenchmarkChange:
     """Minimal detectable change at 80% power: the larger of what the rounds and what
     the runs (processes) allow."""
     run_noise_pct: float = _NAN
-    """Half-width of the process-level 95% interval, on the side the change went (NaN
-    with fewer than two runs a side)."""
+    """Half-width of the process-level interval (level ``alpha / m``, see
+    :func:`compare_runs`), on the side the change went (NaN with fewer than two runs a
+    side)."""
     head_runs: int = 0
     """Runs (processes) merged into the head side."""
     base_runs: int = 0
@@ -580,8 +581,9 @@ def _draft(
         if math.isfinite(run_half):
             # the half-width on the side the change went: |better %| beyond it <=> the
             # log ratio beyond the log half-width, for speed-ups and slow-downs alike
-            worse = (ratio > 1) != out["higher_is_better"]
-            out["run_noise_pct"] = -math.expm1(-run_half) * 100 if worse else _grown_pct(run_half)
+            out["run_noise_pct"] = (
+                -math.expm1(-run_half) * 100 if _went_worse(ratio, out) else _grown_pct(run_half)
+            )
             out["mdc_pct"] = max(out["mdc_pct"], _grown_pct(run_mdc))
     else:
         ratio = out["head_median"] / out["base_median"]
@@ -605,8 +607,10 @@ def _draft(
     if out["fullname"] in calibrated:
         # a gate g given for slow-downs is the same log change, g / (1 - g), for speed-ups
         g = calibrated[out["fullname"]]
-        speedup = (ratio < 1) != out["higher_is_better"]
-        calibrated_pct = (g / (1 - g) if g < 1 else math.inf) * 100 if speedup else g * 100
+        if _went_worse(ratio, out):
+            calibrated_pct = g * 100
+        else:
+            calibrated_pct = (g / (1 - g) if g < 1 else math.inf) * 100
     candidates = (half, rounds_mdc, out.get("run_noise_pct", _NAN), calibrated_pct)
     known = [x for x in candidates if not math.isnan(x)]  # an infinite gate counts
     if not math.isnan(calibrated_pct) and math.isfinite(out.get("mdc_pct", _NAN)):
@@ -615,6 +619,11 @@ def _draft(
     if out["method"] == "none":
         out["note"] = "no spread recorded: change cannot be told from noise"
     return out
+
+
+def _went_worse(ratio: float, row: Mapping[str, Any]) -> bool:
+    """Whether head/base ``ratio`` of the measured value is a change for the worse."""
+    return (ratio > 1) != row["higher_is_better"]
 
 
 def _grown_pct(log_change: float) -> float:

@@ -351,6 +351,7 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
         >>> [o.set_name for o in outcomes]  # doctest: +SKIP
         ['cpu']
     """
+    from rlpace.bench.calibration import read_calibration
     from rlpace.bench.environment import require_compatible_runs
     from rlpace.bench.results import load_results, merge_runs
 
@@ -380,9 +381,14 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
             outcomes.append(_write_skipped(out_dir, set_name, skipped, base))
             continue
         noise_file = config.noise_file or repo / CALIBRATION_DIR / f"{set_name}.json"
-        calibrated = config.noise_file is not None or noise_file.is_file()
-        noise = load_noise(noise_file, repeats=config.effective_repeats) if calibrated else None
-        priors = load_process_priors(noise_file) if calibrated else None
+        # one read of the calibration: its gates scaled to K, and its process priors
+        calibration = (
+            read_calibration(noise_file)
+            if config.noise_file is not None or noise_file.is_file()
+            else None
+        )
+        noise = calibration.noise_fractions(config.effective_repeats) if calibration else None
+        priors = calibration.process_priors() if calibration else None
         if progress is not None:
             progress.set_started(set_name, 2 * config.effective_repeats)
         runs = run_interleaved(
@@ -531,32 +537,6 @@ def _run_order(path: Path) -> tuple[int, int]:
     return repeat, 0 if side == first else 1
 
 
-def load_noise(path: Path, repeats: int | None = None) -> dict[str, float]:
-    """Per-benchmark calibrated noise (fractions) from an ``rlpace-bench aa`` file,
-    scaled to ``repeats`` runs a side (None: as calibrated).
-
-    Example:
-        >>> load_noise(Path("reports/calibration/cpu.json"), repeats=2)  # doctest: +SKIP
-        {'tests/benchmarks/test_rb.py::test_rb_extend[rlpace-64]': 0.031, ...}
-    """
-    from rlpace.bench.calibration import read_calibration
-
-    return read_calibration(path).noise_fractions(repeats)
-
-
-def load_process_priors(path: Path) -> dict[str, tuple[float, float]]:
-    """Per-benchmark process variances and their degrees of freedom from an
-    ``rlpace-bench aa`` file (empty for a version-1 file, which has none).
-
-    Example:
-        >>> load_process_priors(Path("reports/calibration/cpu.json"))  # doctest: +SKIP
-        {'tests/benchmarks/test_rb.py::test_rb_extend[rlpace-64]': (0.0012, 11), ...}
-    """
-    from rlpace.bench.calibration import read_calibration
-
-    return read_calibration(path).process_priors()
-
-
 def judge_runs(
     head: pd.DataFrame,
     base: pd.DataFrame,
@@ -574,7 +554,8 @@ def judge_runs(
         base: merged results of the base runs.
         threshold: effect threshold in percent.
         alpha: false discovery rate.
-        noise: calibrated noise per benchmark (fractions), e.g. from :func:`load_noise`.
+        noise: calibrated noise per benchmark (fractions), e.g. from
+            :meth:`rlpace.bench.calibration.Calibration.noise_fractions`.
         process_priors: calibrated process variances (see
             :meth:`rlpace.bench.calibration.Calibration.process_priors`).
 
