@@ -359,7 +359,8 @@ def test_huge_detectable_changes_read_as_factors():
     def row(mdc):
         return BenchmarkChange("t::a", "a", Verdict.UNCHANGED, mdc_pct=mdc)
 
-    assert _detectable(row(7.25)) == "±7.2%" or _detectable(row(7.25)) == "±7.3%"
+    assert _detectable(row(7.34)) == "±7.3%"
+    assert _detectable(row(2.0), threshold=5.0) == "±5.0%"  # never below the threshold
     assert _detectable(row(220.0)) == "×3.2"
     assert _detectable(row(1e6)) == "≥×1000"
     assert _detectable(row(float("nan"))) == "-"
