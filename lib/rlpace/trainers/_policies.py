@@ -4,11 +4,16 @@ A ``ProbabilisticActor`` spends most of a collection step in TensorDict dispatch
 its network: for CartPole's 64x64 MLP the dispatch is several times the matmuls. The
 collector calls the policy once per env step, so the trainers hand it a plain module that
 runs the same network and samples the same distribution with a few tensor ops.
+
+The network itself is run as a :class:`DirectChain` when it is a plain chain of linear
+layers and elementwise activations: the same layers, called without ``nn.Module``'s
+per-call machinery, which for a one-row 256x256 MLP costs as much as the matmuls.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 from tensordict import TensorDictBase
@@ -17,7 +22,80 @@ from tensordict.nn.probabilistic import interaction_type
 from torch import nn
 from torch.nn import functional as F  # noqa: N812 - the usual name
 
-__all__ = ["OneHotCategoricalPolicy", "TanhNormalPolicy", "collection_policy"]
+__all__ = ["DirectChain", "OneHotCategoricalPolicy", "TanhNormalPolicy", "collection_policy"]
+
+_LOG_2 = math.log(2.0)
+_LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
+_ELEMENTWISE = {nn.ReLU: torch.relu, nn.Tanh: torch.tanh, nn.Sigmoid: torch.sigmoid}
+_LINEAR = object()  # marks a step that is an nn.Linear
+
+
+def _has_hooks(module: nn.Module) -> bool:
+    return bool(
+        module._forward_hooks
+        or module._forward_pre_hooks
+        or module._backward_hooks
+        or module._backward_pre_hooks
+    )
+
+
+class DirectChain:
+    """Runs a chain of ``nn.Sequential`` layers as direct calls, for inference.
+
+    ``nn.Linear`` becomes ``F.linear`` on the layer's current parameters, ``ReLU`` /
+    ``Tanh`` / ``Sigmoid`` their tensor functions, and any other layer is called as it is.
+    Nested ``nn.Sequential`` and single-output torchrl ``MLP`` are flattened. The layers
+    are shared, not copied, so weight updates and ``.to()`` apply at once; module hooks
+    would be skipped, so :meth:`plan` refuses a network that has any.
+
+    Example:
+        >>> net = nn.Sequential(nn.Linear(3, 8), nn.ReLU(), nn.Linear(8, 2))
+        >>> chain = DirectChain.plan(net)
+        >>> x = torch.randn(4, 3)
+        >>> torch.equal(chain(x), net(x))
+        True
+        >>> net.register_forward_hook(lambda *a: None) is not None, DirectChain.plan(net)
+        (True, None)
+    """
+
+    def __init__(self, steps: list[tuple[Any, nn.Module | None]]) -> None:
+        self.steps = tuple(steps)
+
+    @classmethod
+    def plan(cls, net: nn.Module) -> DirectChain | None:
+        """A chain running ``net`` layer by layer, or None when ``net`` is no such chain."""
+        from torchrl.modules import MLP
+
+        steps: list[tuple[Any, nn.Module | None]] = []
+
+        def walk(module: nn.Module) -> bool:
+            if _has_hooks(module):
+                return False
+            kind = type(module)
+            flat_mlp = kind is MLP and isinstance(module.out_features, int)
+            if kind is nn.Sequential or flat_mlp:
+                return all(walk(child) for child in module)
+            if kind is nn.Linear:
+                steps.append((_LINEAR, module))
+            elif kind in _ELEMENTWISE:
+                steps.append((_ELEMENTWISE[kind], None))
+            else:
+                steps.append((None, module))
+            return True
+
+        if type(net) is not nn.Sequential and type(net) is not MLP:
+            return None
+        return cls(steps) if walk(net) else None
+
+    def __call__(self, x: torch.Tensor) -> Any:
+        for fn, module in self.steps:
+            if fn is _LINEAR:
+                x = F.linear(x, module.weight, module.bias)
+            elif module is None:
+                x = fn(x)
+            else:
+                x = module(x)
+        return x
 
 
 class OneHotCategoricalPolicy(nn.Module):
@@ -56,10 +134,11 @@ class OneHotCategoricalPolicy(nn.Module):
         self.in_key = in_key
         self.logits_key, self.action_key, self.log_prob_key = out_keys
         self.action_dtype = action_dtype
+        self._run = DirectChain.plan(net) or net
 
     def forward(self, td: TensorDictBase) -> TensorDictBase:
         """Write logits, action and log-probability into ``td`` and return it."""
-        logits = self.net(td.get(self.in_key))
+        logits = self._run(td.get(self.in_key))
         n = logits.shape[-1]
         mode = interaction_type()
         if mode is None or mode == InteractionType.RANDOM:
@@ -122,31 +201,32 @@ class TanhNormalPolicy(nn.Module):
         # buffers, so that .to(device) moves them; not persistent: derived from the spec
         self.register_buffer("action_mid", (high + low) / 2, persistent=False)
         self.register_buffer("half_range", (high - low) / 2, persistent=False)
-        self.register_buffer("log_half_range", self.half_range.log(), persistent=False)
+        shift = (self.half_range.log() + _LOG_SQRT_2PI + 2 * _LOG_2).sum(-1)
+        self.register_buffer("log_prob_shift", shift, persistent=False)
+        self._run = DirectChain.plan(net) or net
 
     def forward(self, td: TensorDictBase) -> TensorDictBase:
         """Write loc, scale, action and log-probability into ``td`` and return it."""
         mode = interaction_type()
         if mode is not None and mode != InteractionType.RANDOM and self.actor is not None:
             return self.actor(td)
-        loc, scale = self.net(td.get(self.in_key))
-        pre_tanh = loc + torch.empty_like(loc).normal_() * scale
+        loc, scale = self._run(td.get(self.in_key))
+        # loc + N(0, 1) * scale, drawn as torch.distributions.Normal.rsample draws it
+        pre_tanh = torch.randn_like(loc).mul_(scale).add_(loc)
         lim = 1.0 - torch.finfo(pre_tanh.dtype).resolution
-        action = pre_tanh.tanh().clamp(-lim, lim) * self.half_range + self.action_mid
+        action = pre_tanh.tanh_().clamp_(-lim, lim).mul_(self.half_range).add_(self.action_mid)
         # score the action as the actor does: back through the affine map and the tanh
-        x = ((action - self.action_mid) / self.half_range).clamp(-lim, lim).atanh()
-        log_normal = -((x - loc) ** 2) / (2 * scale**2) - scale.log() - _LOG_SQRT_2PI
-        log_det_tanh = 2 * (_LOG_2 - x - F.softplus(-2 * x))
-        log_prob = (log_normal - log_det_tanh - self.log_half_range).sum(-1)
+        x = (action - self.action_mid).div_(self.half_range).clamp_(-lim, lim).atanh_()
+        # log N(x; loc, scale) - log|d tanh(x)/dx| - log(half_range), summed over the action:
+        # -z^2/2 - log(scale) + 2x + 2 softplus(-2x) - (log sqrt(2 pi) + 2 log 2 + log half)
+        log_prob = (x - loc).div_(scale).square_().mul_(-0.5).sub_(scale.log())
+        log_prob.add_(x, alpha=2.0).add_(F.softplus(x * -2.0), alpha=2.0)
+        log_prob = log_prob.sum(-1).sub_(self.log_prob_shift)
         td.set(self.loc_key, loc)
         td.set(self.scale_key, scale)
         td.set(self.action_key, action)
         td.set(self.log_prob_key, log_prob)
         return td
-
-
-_LOG_2 = math.log(2.0)
-_LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 
 
 def collection_policy(actor: nn.Module) -> nn.Module:

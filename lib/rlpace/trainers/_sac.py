@@ -11,6 +11,7 @@ from torch import nn
 from torchrl.modules import ValueOperator
 from torchrl.objectives import SACLoss, SoftUpdate
 
+from rlpace.data import RandomSampler
 from rlpace.trainers._config import SACConfig, config_from_dict
 from rlpace.trainers._envs import action_kind, make_actor, make_env, mlp
 from rlpace.trainers._policies import collection_policy
@@ -21,6 +22,9 @@ from rlpace.trainers._wiring import make_replay_buffer
 __all__ = ["SACTrainer"]
 
 _LOSS_TERMS = ("loss_actor", "loss_qvalue", "loss_alpha")
+# the per-step scalars (post_optim payload, logged as losses/<name>) and their loss keys
+_SCALARS = ("actor", "qvalue", "alpha", "temperature", "entropy")
+_SCALAR_KEYS = (*_LOSS_TERMS, "alpha", "entropy")
 
 
 class SACTrainer(Trainer):
@@ -118,17 +122,25 @@ class SACTrainer(Trainer):
         return cls(config, run_dir=run_dir)
 
     def optimize(self, batch: TensorDictBase) -> dict[str, float]:
-        """Store the batch, then (after ``init_random_frames``) ``updates_per_batch`` SAC steps."""
+        """Store the batch, then (after ``init_random_frames``) ``updates_per_batch`` SAC steps.
+
+        With the uniform sampler the buffer does not change between the steps, so the
+        mini-batches of all steps are drawn in one call and split: the same law as one
+        draw per step, without a storage gather per step.
+        """
         cfg = self.config
         with timeit("sac/extend"):
             self.buffer.extend(batch.reshape(-1))
         if self.frames < cfg.init_random_frames:
             return {}
-        sums = dict.fromkeys(("actor", "qvalue", "alpha", "temperature", "entropy"), 0.0)
         steps = cfg.updates_per_batch
-        for _ in range(steps):
-            with timeit("sac/sample"):
-                sample = self.buffer.sample()
+        with timeit("sac/sample"):
+            if isinstance(self.buffer.sampler, RandomSampler):
+                samples = self.buffer.sample(steps * cfg.batch_size).split(cfg.batch_size)
+            else:
+                samples = [self.buffer.sample() for _ in range(steps)]
+        sums = torch.zeros(len(_SCALARS), dtype=torch.float64)
+        for sample in samples:
             self.fire("pre_optim", sample)
             with timeit("sac/step"):
                 losses = self.loss_module(sample)
@@ -138,14 +150,7 @@ class SACTrainer(Trainer):
                 total.backward()
                 self.optimizer.step()
                 self.target_updater.step()
-            step = {
-                "actor": float(losses["loss_actor"].detach()),
-                "qvalue": float(losses["loss_qvalue"].detach()),
-                "alpha": float(losses["loss_alpha"].detach()),
-                "temperature": float(losses["alpha"]),
-                "entropy": float(losses["entropy"]),
-            }
-            self.fire("post_optim", step)
-            for k, v in step.items():
-                sums[k] += v
-        return {f"losses/{k}": v / steps for k, v in sums.items()}
+            values = torch.stack([losses[k].detach() for k in _SCALAR_KEYS])
+            sums += values
+            self.fire("post_optim", dict(zip(_SCALARS, values.tolist())))
+        return {f"losses/{k}": v / steps for k, v in zip(_SCALARS, sums.tolist())}
