@@ -195,6 +195,26 @@ def test_state_dict_round_trip(make_storage, batch, tmp_path):
     assert other.extend(batch(40, 1)).tolist() == [8]
 
 
+def test_state_dict_of_a_partly_filled_buffer_holds_only_the_written_rows(
+    make_storage, batch, tmp_path
+):
+    storage = make_storage(1000)
+    rb = ReplayBuffer(storage)
+    rb.extend(batch(0, 7))
+    state = rb.state_dict()
+    saved = state["storage"]
+    rows = saved["data"].batch_size[0] if "data" in saved else len(saved["items"])
+    assert rows == 7  # not the capacity of 1000
+    kind = type(storage)
+    other = ReplayBuffer(
+        MemmapStorage(1000, path=tmp_path / "other") if kind is MemmapStorage else kind(1000)
+    )
+    other.load_state_dict(state)
+    assert len(other) == 7
+    assert other.storage.get(torch.arange(7))["id"].tolist() == list(range(7))
+    assert other.extend(batch(7, 2)).tolist() == [7, 8]  # the ring goes on after the copy
+
+
 def test_dumps_and_loads(batch, tmp_path):
     rb = ReplayBuffer(TensorStorage(16))
     rb.extend(batch(0, 10))

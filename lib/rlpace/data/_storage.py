@@ -384,12 +384,17 @@ class _TensorStorageBase(_Storage):
 
     # ---- state ------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        """A copy of the items and the write position, detached from shared memory."""
+        """A copy of the items and the write position, detached from shared memory.
+
+        Only the slots written so far are copied: the ring fills slots ``0, 1, ...`` in
+        order, so a buffer of capacity 1,000,000 holding 5,000 items saves 5,000 rows.
+        """
         data = None
-        if self.allocated:
+        filled = min(self.ledger.writes, self.max_size)
+        if self.allocated and filled:
             data = TensorDict(
-                _nest({k: v.clone() for k, v in self._leaves.items()}),
-                batch_size=[self.max_size, *self._item_batch],
+                _nest({k: v[:filled].clone() for k, v in self._leaves.items()}),
+                batch_size=[filled, *self._item_batch],
             )
         return {
             "kind": self._kind,
@@ -406,9 +411,9 @@ class _TensorStorageBase(_Storage):
         if data is not None:
             if not self.allocated:
                 self._allocate(data)
-            plan, _ = self._prepare(data)
+            plan, n = self._prepare(data)
             for dst, src in plan:
-                dst.copy_(src)
+                dst[:n].copy_(src)
         with self.ledger.lock:
             self.ledger.restore(int(state["writes"]), state["valid"].numpy())
 
@@ -643,19 +648,24 @@ class ListStorage(_Storage):
         )
 
     def state_dict(self) -> dict[str, Any]:
-        """The items and the write position (items must be picklable to save)."""
+        """The items and the write position (items must be picklable to save).
+
+        Only the slots written so far are kept, as for the tensor storages.
+        """
+        writes = self.ledger.writes
         return {
             "kind": self._kind,
             "max_size": self.max_size,
-            "writes": self.ledger.writes,
+            "writes": writes,
             "valid": torch.from_numpy(self.ledger.valid.copy()),
-            "items": list(self._items),
+            "items": self._items[: min(writes, self.max_size)],
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Replace the contents with a :meth:`state_dict`."""
         _check_state(self, state)
-        self._items = list(state["items"])
+        items = list(state["items"])
+        self._items = items + [None] * (self.max_size - len(items))
         with self.ledger.lock:
             self.ledger.restore(int(state["writes"]), state["valid"].numpy())
 
