@@ -17,6 +17,7 @@ from rlpace.bench.cli import main as cli_main
 from rlpace.bench.errors import BenchInputError
 from rlpace.bench.pipeline import (
     PipelineConfig,
+    PipelineError,
     abba_schedule,
     checkout_base,
     prepare_base_python,
@@ -125,6 +126,37 @@ def test_different_requirements_ask_for_a_full_environment(tiny_repo, tmp_path):
     (tiny_repo / "ci" / "requirements.txt").write_text("numpy==2.4.6\n")
     _, tree = checkout_base(tiny_repo, "HEAD~1", tmp_path / "cache")
     assert requirements_hash(tree) != requirements_hash(tiny_repo)
+
+
+def test_full_environment_installs_the_base_pins_and_sees_nothing_of_the_head(tiny_repo, tmp_path):
+    # the base pins no package (a comment-only lock), so pip installs without a network;
+    # the head pins none either, but the two files differ: a full environment
+    cache = tmp_path / "cache"
+    _, tree = checkout_base(tiny_repo, "HEAD~1", cache)
+    (tree / "ci").mkdir()
+    (tree / "ci" / "requirements.txt").write_text("# the base pins nothing\n")
+    python, mode = prepare_base_python(tree, tiny_repo, cache, "auto")
+    assert mode == "full"
+    assert python.parents[1].name.startswith("full-")
+
+    def run(code):
+        return subprocess.run([str(python), "-c", code], capture_output=True, text=True)
+
+    assert run("import tinyprobe; print(tinyprobe.WHO)").stdout.strip() == "base"
+    assert run("import numpy").returncode != 0  # the head's packages are not visible
+    stamp = (python.parents[1] / ".rlpace-ready").stat().st_mtime_ns
+    assert prepare_base_python(tree, tiny_repo, cache, "full") == (python, "full")
+    assert (python.parents[1] / ".rlpace-ready").stat().st_mtime_ns == stamp  # cached
+
+
+def test_a_failed_install_names_the_lock_and_leaves_no_ready_environment(tiny_repo, tmp_path):
+    cache = tmp_path / "cache"
+    _, tree = checkout_base(tiny_repo, "HEAD~1", cache)
+    (tree / "ci").mkdir()
+    (tree / "ci" / "requirements.txt").write_text("./no/such/package\n")
+    with pytest.raises(PipelineError, match=r"pip install -r .*requirements.txt. failed"):
+        prepare_base_python(tree, tiny_repo, cache, "full")
+    assert not list((cache / "venvs").glob("full-*/.rlpace-ready"))
 
 
 def test_config_rejects_bad_input():
