@@ -435,3 +435,12 @@ def test_a_calibrated_process_prior_lends_its_degrees_of_freedom():
         math.log1p(informed.run_noise_pct / 100), half
     )
     assert log_run_variance(h, b)[1] == 2
+
+
+@pytest.mark.parametrize("bad", [(-1e-4, 11), (1e-4, 0), (math.nan, 11), (1e-4,), "0.01"])
+def test_a_malformed_process_prior_is_refused_with_its_benchmark_named(bad):
+    rng = np.random.default_rng(9)
+    base = merged_side(rng, [1.0e-3, 1.01e-3])
+    head = merged_side(rng, [1.0e-3, 0.99e-3])
+    with pytest.raises(BenchInputError, match=r"process_priors\['a'\] = .*Calibration"):
+        compare_runs(head, base, process_priors={"a": bad})

@@ -56,6 +56,7 @@ from rlpace.bench.errors import BenchInputError
 from rlpace.bench.results import environment_differences, run_environment
 from rlpace.bench.stats import (
     benjamini_hochberg,
+    better_pct,
     bootstrap_ratio_ci,
     fit_variance_prior,
     log_run_variance,
@@ -354,6 +355,25 @@ def _check_noise(noise: Mapping[str, float] | None) -> dict[str, float]:
     return out
 
 
+def _check_priors(
+    priors: Mapping[str, tuple[float, float]] | None,
+) -> dict[str, tuple[float, float]]:
+    out = {}
+    for key, value in (priors or {}).items():
+        try:
+            variance, df = (float(v) for v in value)
+        except (TypeError, ValueError):
+            variance = df = math.nan
+        if not (math.isfinite(variance) and variance >= 0 and math.isfinite(df) and df > 0):
+            raise BenchInputError(
+                f"process_priors[{key!r}] = {value!r}: expected (variance of the log run "
+                "median >= 0, degrees of freedom > 0); take them from "
+                "Calibration.process_priors() rather than building them by hand"
+            )
+        out[key] = (variance, df)
+    return out
+
+
 def compare_runs(
     head: pd.DataFrame,
     base: pd.DataFrame | None = None,
@@ -400,8 +420,9 @@ def compare_runs(
         The :class:`Comparison`, rows in head order then removed benchmarks.
 
     Raises:
-        BenchInputError: a negative threshold, an alpha outside (0, 1), or a noise
-            value that is not a fraction.
+        BenchInputError: a negative threshold, an alpha outside (0, 1), a noise
+            value that is not a fraction, or a process prior that is not a
+            (variance >= 0, degrees of freedom > 0) pair.
 
     Example:
         >>> from rlpace.bench.results import results_from_records
@@ -416,6 +437,7 @@ def compare_runs(
     if not (isinstance(alpha, int | float) and 0 < alpha < 1):
         raise BenchInputError(f"alpha: expected a false discovery rate in (0, 1), got {alpha!r}")
     calibrated = _check_noise(noise)
+    own_priors = _check_priors(process_priors)
     head_rows = _by_fullname(head, "head")
     base_rows = _by_fullname(base, "base") if base is not None else {}
     gated = {
@@ -442,7 +464,7 @@ def compare_runs(
 
     drafts: list[dict[str, Any]] = []
     for fullname, h in head_rows.items():
-        own = (process_priors or {}).get(fullname)
+        own = own_priors.get(fullname)
         run_gate = (run_alpha, own if own is not None else prior) if fullname in gated else None
         drafts.append(_draft(h, base_rows.get(fullname), base is not None, effective, run_gate))
     for fullname, b in base_rows.items():
@@ -554,15 +576,10 @@ def _draft(
         out["verdict"] = Verdict.UNCHANGED
         out["note"] = "a zero or missing time: no ratio to compare"
         return out
-    sign = 1.0 if out["higher_is_better"] else -1.0
     if out["higher_is_better"]:
         out["change_pct"] = (out["head_mean"] / out["base_mean"] - 1) * 100
     else:
         out["change_pct"] = (out["head_ops"] - out["base_ops"]) / out["base_ops"] * 100
-
-    def better_pct(ratio: float) -> float:
-        # ratio = head / base of the measured value; positive result = better
-        return (ratio - 1) * 100 if sign > 0 else (1 / ratio - 1) * 100 if ratio > 0 else _NAN
 
     hd, bd = h["data"], b["data"]
     rounds_mdc = _NAN
@@ -594,8 +611,8 @@ def _draft(
         low = hl / bh if bh > 0 else _NAN
         high = hh / bl if bl > 0 else _NAN
         out["method"] = "intervals" if math.isfinite(low) and math.isfinite(high) else "none"
-    out["median_change_pct"] = better_pct(ratio)
-    ends = sorted((better_pct(low), better_pct(high)))
+    out["median_change_pct"] = better_pct(ratio, out["higher_is_better"])
+    ends = sorted(better_pct(x, out["higher_is_better"]) for x in (low, high))
     out["ci_low_pct"], out["ci_high_pct"] = ends
     half = (ends[1] - ends[0]) / 2 if all(math.isfinite(e) for e in ends) else _NAN
     # The noise a change must beat: its interval's half-width, the smallest change the

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from rlpace.bench.stats import robust_location_spread
+from rlpace.bench.stats import better_pct, robust_location_spread
 
 __all__ = [
     "CONTROL_IMPL",
@@ -157,8 +157,7 @@ def control_changes(
         hm, bm = float(h["median"]), float(b["median"])
         if not (math.isfinite(hm) and math.isfinite(bm) and hm > 0 and bm > 0):
             continue
-        ratio = hm / bm
-        out[h["fullname"]] = (ratio - 1) * 100 if h["higher_is_better"] else (1 / ratio - 1) * 100
+        out[h["fullname"]] = better_pct(hm / bm, bool(h["higher_is_better"]))
     return out
 
 

@@ -24,6 +24,7 @@ from scipy import stats as _sp
 
 __all__ = [
     "benjamini_hochberg",
+    "better_pct",
     "bootstrap_ratio_ci",
     "fit_variance_prior",
     "log_run_variance",
@@ -35,6 +36,24 @@ __all__ = [
     "run_level_noise",
     "summarize",
 ]
+
+
+def better_pct(ratio: float, higher_is_better: bool) -> float:
+    """A head/base ratio of a measured value as a change in %, positive when better.
+
+    For a time (lower is better) a ratio of 0.8 is 25% better (1/0.8 - 1): the change in
+    throughput, so that a speed-up and a slow-down of the same factor have the same size.
+    A non-positive ratio of a time has no throughput: NaN.
+
+    Example:
+        >>> better_pct(0.8, higher_is_better=False), better_pct(1.1, higher_is_better=True)
+        (25.0, 10.000000000000009)
+        >>> better_pct(0.0, higher_is_better=False)
+        nan
+    """
+    if higher_is_better:
+        return (ratio - 1) * 100
+    return (1 / ratio - 1) * 100 if ratio > 0 else math.nan
 
 
 def _as_samples(samples: Sequence[float] | np.ndarray) -> np.ndarray:
