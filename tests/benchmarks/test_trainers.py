@@ -305,14 +305,21 @@ def _torchrl_loop(algo, trainer):
         ReplayBuffer,
         SamplerWithoutReplacement,
     )
+    from torchrl.envs import RewardSum, TransformedEnv
 
     from rlpace.trainers._envs import make_env
 
     logging.getLogger("torchrl").setLevel(logging.WARNING)
     cfg = trainer.config
     name, envs, fpb = cfg.env.name, cfg.env.num_envs, cfg.trainer.frames_per_batch
+
+    def env_with_returns():
+        # torchrl's way to the episode returns the rlpace trainer records (it sums them
+        # per batch instead): a RewardSum transform on the same env
+        return TransformedEnv(make_env(name, cfg.seed, envs), RewardSum())
+
     collector = Collector(
-        lambda: make_env(name, cfg.seed, envs),
+        env_with_returns,
         trainer.actor,
         frames_per_batch=fpb,
         total_frames=-1,
@@ -442,7 +449,9 @@ def test_trainer_overhead(impl, algo):
     ``torchrl`` is torchrl 0.14.1's trainer of the same name with its ``Collector`` and
     ``ReplayBuffer`` (``SamplerWithoutReplacement`` of mini-batch size for PPO, GAE hooked
     at ``batch_process`` so it runs once per batch, no logger) collecting with the
-    ``ProbabilisticActor`` (torchrl's actor); ``handwritten`` is the bare loop over
+    ``ProbabilisticActor`` (torchrl's actor) from the same env under a ``RewardSum``
+    transform: torchrl's source of the episode returns that the rlpace trainer records
+    (summed per batch, without a per-step transform); ``handwritten`` is the bare loop over
     rlpace's ``Collector`` with the trainer's ``collection_policy`` (the floor). The
     rlpace trainer collects with a lean equivalent of the actor (same network, same
     samples for the same seed; see ``rlpace/trainers/_policies.py``). Each loop runs in a thread and

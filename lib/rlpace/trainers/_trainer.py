@@ -36,6 +36,7 @@ from rlpace.trainers._checkpoint import (
 )
 from rlpace.trainers._config import PPOConfig, SACConfig, config_to_dict
 from rlpace.trainers._envs import make_env
+from rlpace.trainers._episodes import EpisodeReturns
 from rlpace.trainers._logging import RunLogger
 from rlpace.trainers._timing import timeit
 from rlpace.trainers._wiring import buffer_backend, collector_backend, make_collector
@@ -133,6 +134,7 @@ class Trainer:
         self._wall_s = 0.0
         self._resumed = False
         self._collector: Any = None
+        self._episode_returns = EpisodeReturns()
         self._eval_env: Any = None
 
     # ------------------------------------------------------------------ hooks
@@ -186,21 +188,16 @@ class Trainer:
             total_frames=remaining,
         )
         self._batches_iter = iter(self._collector)
+        self._episode_returns.reset()  # the new collector's envs start new episodes
         return self._collector
 
     def _record_episodes(self, batch: TensorDictBase) -> None:
-        # batches are [time] or [envs, time]; order episodes by when they ended
-        done = batch["next", "done"].reshape(batch.shape)
-        if not bool(done.any()):
-            return
-        returns = batch["next", "episode_reward"].reshape(batch.shape)
+        # batches are [time] or [envs, time]; episodes are recorded in the order they ended
         n_envs = 1 if batch.ndim == 1 else batch.shape[0]
-        idx = torch.nonzero(done)
-        t = idx[:, -1]
-        order = torch.argsort(t, stable=True)
-        ends = (t[order] + 1) * n_envs + self.frames - batch.numel()
-        values = returns[done][order]
-        self.episodes.extend(zip(ends.tolist(), values.tolist()))
+        start = self.frames - batch.numel()
+        reward = batch["next", "reward"].reshape(batch.shape)
+        ended = self._episode_returns.update(reward, batch["next", "done"].reshape(batch.shape))
+        self.episodes.extend(((t + 1) * n_envs + start, ret) for t, ret in ended)
 
     def recent_return(self) -> float:
         """Mean return of the last 10 finished episodes (NaN before the first).
