@@ -61,3 +61,33 @@ def test_bad_shapes_are_refused_with_the_fix():
     tracker.update(torch.zeros(2, 3), torch.zeros(2, 3, dtype=torch.bool))
     with pytest.raises(ValueError, match="expected 2 envs as in the last batch, got 3"):
         tracker.update(torch.zeros(3, 3), torch.zeros(3, 3, dtype=torch.bool))
+
+
+def test_agrees_with_torchrls_reward_sum_on_collected_batches():
+    from torch import nn
+    from torchrl.envs import RewardSum, TransformedEnv
+
+    from rlpace.trainers._envs import make_actor, make_env
+    from rlpace.trainers._wiring import make_collector
+
+    n_envs = 8
+    actor = make_actor(make_env("CartPole-v1", 0, n_envs), (16,), nn.Tanh)
+    collector = make_collector(
+        lambda: TransformedEnv(make_env("CartPole-v1", 0, n_envs), RewardSum()),
+        actor,
+        frames_per_batch=256,
+        total_frames=256 * 8,
+    )
+    tracker, got, want = EpisodeReturns(), [], []
+    try:
+        for batch in collector:
+            batch = batch.reshape(n_envs, -1)
+            done = batch["next", "done"].reshape(batch.shape)
+            got += tracker.update(batch["next", "reward"].reshape(batch.shape), done)
+            t = torch.nonzero(done)[:, -1]
+            ended = batch["next", "episode_reward"].reshape(batch.shape)[done]
+            want += ended[torch.argsort(t, stable=True)].tolist()
+    finally:
+        collector.shutdown()
+    assert len(want) > 20  # episodes end inside batches and across their borders
+    assert [r for _, r in got] == want
