@@ -12,6 +12,7 @@ from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 from rlpace.trainers._envs import make_actor, make_env
 from rlpace.trainers._policies import (
+    DirectChain,
     OneHotCategoricalPolicy,
     TanhNormalPolicy,
     collection_policy,
@@ -163,3 +164,39 @@ def test_ppo_first_step_sees_the_collected_log_probs_as_its_own(tiny_ppo, tmp_pa
     first = steps[0]
     assert first["clip_fraction"] == 0.0
     assert abs(first["approx_kl"]) < 1e-5, first
+
+
+def test_direct_chain_runs_a_torchrl_mlp_and_follows_its_live_parameters():
+    import pickle
+
+    from torchrl.modules import MLP
+
+    net = nn.Sequential(
+        MLP(in_features=3, out_features=4, num_cells=[16, 16], activation_class=nn.Tanh),
+        NormalParamExtractor(),
+    )
+    chain = DirectChain.plan(net)
+    assert [kind for kind, _ in chain.steps][:2] == ["linear", torch.tanh]
+    x = torch.randn(5, 3)
+    with torch.no_grad():
+        for got, want in zip(chain(x), net(x), strict=True):
+            assert torch.equal(got, want)
+        net[0][0].weight.add_(1.0)  # an in-place weight update, as the collectors push them
+        assert torch.equal(chain(x)[0], net(x)[0])
+    clone = pickle.loads(pickle.dumps((net, chain)))  # as sent to a worker process
+    assert clone[1].steps[0] == ("linear", clone[0][0][0])  # the copy's own layer, still direct
+    with torch.no_grad():
+        assert torch.equal(clone[1](x)[0], net(x)[0])
+
+
+def test_direct_chain_refuses_what_it_cannot_run_as_is():
+    class Custom(nn.Module):
+        def forward(self, x):
+            return x
+
+    assert DirectChain.plan(Custom()) is None  # not a chain at all
+    hooked = nn.Sequential(nn.Linear(2, 2), nn.ReLU())
+    hooked[0].register_forward_pre_hook(lambda *a: None)
+    assert DirectChain.plan(hooked) is None  # a hook would be skipped
+    mixed = nn.Sequential(nn.Linear(2, 2), Custom())
+    assert DirectChain.plan(mixed).steps[1] == (None, mixed[1])  # called as a module

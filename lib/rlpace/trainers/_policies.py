@@ -27,7 +27,7 @@ __all__ = ["DirectChain", "OneHotCategoricalPolicy", "TanhNormalPolicy", "collec
 _LOG_2 = math.log(2.0)
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 _ELEMENTWISE = {nn.ReLU: torch.relu, nn.Tanh: torch.tanh, nn.Sigmoid: torch.sigmoid}
-_LINEAR = object()  # marks a step that is an nn.Linear
+_LINEAR = "linear"  # marks a step that is an nn.Linear (a string: it survives pickling)
 
 
 def _has_hooks(module: nn.Module) -> bool:
@@ -89,7 +89,7 @@ class DirectChain:
 
     def __call__(self, x: torch.Tensor) -> Any:
         for fn, module in self.steps:
-            if fn is _LINEAR:
+            if fn == _LINEAR:
                 x = F.linear(x, module.weight, module.bias)
             elif module is None:
                 x = fn(x)
