@@ -195,8 +195,11 @@ def test_env_threads_stop_two_batches_ahead_of_a_lagging_consumer():
         c.next()
         time.sleep(0.3)
         settled = c.server_stats().requests
+        buffered = len(c._results)
         time.sleep(0.3)
         later = c.server_stats().requests
+        assert c.next().numel() == frames, "the blocked env threads resume"
     # taken + two batches waiting + at most one request in flight per env
     assert settled <= frames + 2 * frames + envs, settled
+    assert 2 * frames <= buffered <= 2 * frames + envs, buffered
     assert later == settled, "env threads kept stepping although nobody consumed"

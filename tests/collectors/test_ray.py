@@ -49,3 +49,24 @@ def test_ray_actors_collect_batches_and_report_env_errors(ray_local, check_traje
         for _ in range(100):  # env 1's actor may start last; it fails on its 4th step
             c.next()
     assert c.server._thread is None
+
+
+def test_ray_actors_stop_two_batches_ahead_of_a_lagging_consumer(ray_local):
+    import time
+
+    frames, envs = 8, 2
+    with AsyncBatchedCollector(
+        [CountingEnv] * envs, make_mlp_policy(), frames_per_batch=frames, backend="ray"
+    ) as c:
+        c.next()
+        time.sleep(0.5)
+        settled = c.server_stats().requests
+        buffered = len(c._results)
+        time.sleep(0.5)
+        later = c.server_stats().requests
+        # the back-pressure wait releases as soon as the consumer takes a batch
+        assert c.next().numel() == frames
+    # taken + two batches waiting + per actor one step in flight and its reset request
+    assert settled <= frames + 2 * frames + 2 * envs, settled
+    assert 2 * frames <= buffered <= 2 * frames + envs, buffered
+    assert later == settled, "the server kept stepping the actors although nobody consumed"

@@ -47,7 +47,9 @@ class FrameInbox:
     top of the env's and the server's. Here producers append to a deque (atomic
     under the GIL) and set an event only once ``want`` frames are waiting, so the
     consumer sleeps until a whole batch is there. Producers that run too far ahead
-    block in :meth:`wait_for_room` (no polling) until the consumer takes a batch.
+    block in :meth:`wait_for_room` (no polling) until the consumer takes a batch:
+    the collector's one back-pressure mechanism, for env threads and for the server
+    thread that drives Ray actors alike.
 
     Example:
         >>> inbox = FrameInbox()
@@ -57,6 +59,10 @@ class FrameInbox:
         [(0, 0, 0), (0, 0, 1)]
         >>> len(inbox)
         1
+        >>> inbox.close()  # a shutdown: producers waiting for room return at once
+        >>> inbox.wait_for_room(cap=1)
+        >>> inbox.closed
+        True
     """
 
     def __init__(self) -> None:
@@ -64,6 +70,7 @@ class FrameInbox:
         self._want = 1
         self._ready = threading.Event()
         self._room = threading.Event()
+        self.closed = False
 
     def __len__(self) -> int:
         return len(self._items)
@@ -74,17 +81,20 @@ class FrameInbox:
         if len(self._items) >= self._want and not self._ready.is_set():
             self._ready.set()
 
-    def wake(self) -> None:
-        """Wake the consumer and every blocked producer now (an error, a shutdown)."""
+    def close(self) -> None:
+        """Stop every wait for good (an error, a shutdown): wakes the consumer and every
+        blocked producer, and :meth:`wait_for_room` no longer blocks."""
+        self.closed = True
         self._ready.set()
         self._room.set()
 
     def wait_for_room(self, cap: int, poll: float = 0.1) -> None:
         """Block while ``cap`` or more items wait (at most ``poll`` s: callers re-check
-        their stop flag)."""
-        if len(self._items) >= cap:
+        their stop flag, or :attr:`closed`)."""
+        if len(self._items) >= cap and not self.closed:
             self._room.clear()
-            if len(self._items) >= cap:  # the consumer took a batch between check and clear
+            # the consumer took a batch, or closed us, between the check and the clear
+            if len(self._items) >= cap and not self.closed:
                 self._room.wait(poll)
 
     def take(self, want: int, check: Callable[[], None], poll: float = 0.1) -> list[Any]:
@@ -238,7 +248,10 @@ class AsyncBatchedCollector:
         self._pool: Any = None
         self._leftover: TensorDictBase | None = None
         self._results = FrameInbox()
-        self._credits = threading.Semaphore(2 * frames_per_batch)
+        # Back-pressure, one mechanism for every in-process producer (env threads, and
+        # the server thread driving Ray actors): while this many frames wait for the
+        # consumer, producers block in FrameInbox.wait_for_room.
+        self._max_buffered = 2 * frames_per_batch
         self._stop = threading.Event()
         self._traj_counter = itertools.count()
         self._error: tuple[int, BaseException] | None = None
@@ -342,7 +355,7 @@ class AsyncBatchedCollector:
         if not ray.is_initialized():
             ray.init(address=address, include_dashboard=False, log_to_driver=False)
         self.transport = RayTransport(
-            list(env_fns), self._request_keys, self._results, self._credits, actor_options
+            list(env_fns), self._request_keys, self._results, self._max_buffered, actor_options
         )
         self.server = InferenceServer(
             self.policy, self.transport, *self._batch_limits, self.server_timeout
@@ -356,8 +369,7 @@ class AsyncBatchedCollector:
         stop = self._stop
         keys = self._request_keys
         reward_keys = list(env.reward_keys)
-        # Back-pressure: block while the consumer lags far behind.
-        cap = 2 * self.frames_per_batch
+        cap = self._max_buffered  # back-pressure: block while the consumer lags far behind
         keep = None  # root keys after a step: next's entries minus rewards (select < exclude)
         try:
             root = env.reset()
@@ -384,7 +396,7 @@ class AsyncBatchedCollector:
             if self._error is None:
                 self._error = (slot, exc)
             stop.set()
-            results.wake()
+            results.close()
 
     def _raise_if_failed(self) -> None:
         if self._error is not None:
@@ -446,7 +458,6 @@ class AsyncBatchedCollector:
 
     def _next_from_threads(self, want: int) -> TensorDictBase:
         items = self._results.take(want, self._raise_if_failed)
-        self._credits.release(want)
         items.sort(key=_slot_of)  # stable: each env's frames stay in time order
         batch = stack_frames([frame for _, _, frame in items])
         batch.set(ENV_KEY, torch.tensor([slot for slot, _, _ in items]))
@@ -476,8 +487,7 @@ class AsyncBatchedCollector:
             return
         self._closed = True
         self._stop.set()
-        self._results.wake()
-        self._credits.release(2 * self.frames_per_batch + len(self._threads) + 1)
+        self._results.close()
         if getattr(self, "server", None) is not None:
             self.server.stop()
         if getattr(self, "transport", None) is not None:
