@@ -8,16 +8,23 @@ Every combination is checked against :data:`SUPPORTED` before anything starts.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 from tensordict import TensorDictBase
 
+from rlpace.collectors._lifecycle import (
+    close_envs,
+    enter_context,
+    exit_context,
+    iterate_batches,
+    join_threads,
+    shutdown_quietly,
+)
 from rlpace.collectors._multi import resolve_policy
 from rlpace.collectors._rollout import (
     ENV_KEY,
@@ -28,7 +35,7 @@ from rlpace.collectors._rollout import (
     stack_frames,
 )
 from rlpace.collectors._server import InferenceServer, ServerStats
-from rlpace.collectors._single import check_total_frames, resolve_env
+from rlpace.collectors._single import check_replay_buffer, check_total_frames, resolve_env
 from rlpace.collectors._transports import TransportClosed, make_transport
 
 BACKENDS = ("threading", "multiprocessing", "ray")
@@ -229,11 +236,7 @@ class AsyncBatchedCollector:
         if frames_per_batch <= 0:
             raise ValueError(f"{who}: frames_per_batch must be positive; got {frames_per_batch}")
         check_total_frames(total_frames, who)
-        if replay_buffer is not None and not hasattr(replay_buffer, "extend"):
-            raise TypeError(
-                f"{who}: replay_buffer needs an extend(batch) method; "
-                f"got {type(replay_buffer).__name__}"
-            )
+        check_replay_buffer(replay_buffer, who)
         self.policy = resolve_policy(policy, policy_factory, who)
         self.frames_per_batch = frames_per_batch
         self.total_frames = total_frames
@@ -278,7 +281,7 @@ class AsyncBatchedCollector:
                         "give one unbatched env per slot, the server does the batching"
                     )
         except Exception:
-            self._close_envs()
+            close_envs(self._envs)
             raise
         self._closed = False
         self.server.start()
@@ -412,10 +415,6 @@ class AsyncBatchedCollector:
                 f"AsyncBatchedCollector: the inference server failed: {exc!r}"
             ) from exc
 
-    def __iter__(self) -> Iterator[TensorDictBase | None]:
-        while self.total_frames == -1 or self.frames < self.total_frames:
-            yield self.next()
-
     def next(self) -> TensorDictBase | None:
         """Collect one batch of transitions (``None`` when a replay buffer takes it).
 
@@ -475,12 +474,6 @@ class AsyncBatchedCollector:
         if weights is not None:
             load_weights(self.policy, weights)
 
-    def _close_envs(self) -> None:
-        for env in self._envs:
-            with contextlib.suppress(Exception):
-                if not env.is_closed:
-                    env.close()
-
     def shutdown(self) -> None:
         """Stop the server and every env thread, close the envs; idempotent."""
         if self._closed and not self._threads and getattr(self, "_pool", None) is None:
@@ -495,17 +488,11 @@ class AsyncBatchedCollector:
         if self._pool is not None:
             self._pool.shutdown()
             self._pool = None
-        for thread in self._threads:
-            thread.join(2.0)
+        join_threads(self._threads)
         self._threads = []
-        self._close_envs()
+        close_envs(self._envs)
 
-    def __enter__(self) -> AsyncBatchedCollector:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()
-
-    def __del__(self) -> None:
-        with contextlib.suppress(Exception):
-            self.shutdown()
+    __iter__ = iterate_batches
+    __enter__ = enter_context
+    __exit__ = exit_context
+    __del__ = shutdown_quietly
