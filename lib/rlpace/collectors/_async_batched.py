@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -25,7 +26,7 @@ from rlpace.collectors._lifecycle import (
     join_threads,
     shutdown_quietly,
 )
-from rlpace.collectors._multi import resolve_policy
+from rlpace.collectors._multi import resolve_policy, split_env_fns
 from rlpace.collectors._rollout import (
     ENV_KEY,
     TRAJ_KEY,
@@ -151,6 +152,40 @@ def resolve_backends(
     return pair
 
 
+def threads_to_keep_gil_busy(env: Any, num_envs: int, probe_seconds: float = 0.05) -> int:
+    """Env threads for ``num_envs`` envs like ``env``: as many as keep one GIL busy.
+
+    A few random steps (at most 4, and none started after ``probe_seconds``) measure
+    the share of a step this thread spends on the CPU. An env that computes in
+    Python or small torch ops (CartPole, most simulators written in Python) holds the
+    GIL all along: one thread stepping every env in turn does the same work with the
+    fewest thread switches. An env that mostly waits (sleeps, I/O, native code that
+    releases the GIL) needs a thread per env to overlap the waits. In between, about
+    ``1 / share`` threads. The env is left stepped: reset it before use.
+
+    Example:
+        >>> from rlpace.collectors.testing import CountingEnv
+        >>> threads_to_keep_gil_busy(CountingEnv(), num_envs=8)  # pure torch: GIL-bound
+        1
+        >>> threads_to_keep_gil_busy(CountingEnv(step_sleep=0.005), num_envs=8)  # waits
+        8
+    """
+    td = env.reset()
+    share = 0.0
+    start = time.perf_counter()
+    for _ in range(4):
+        wall, cpu = time.perf_counter(), time.thread_time()
+        td = env.rand_step(td)
+        wall, cpu = time.perf_counter() - wall, time.thread_time() - cpu
+        share = max(share, cpu / wall if wall > 0 else 1.0)
+        done = td.get(("next", "done"), None)
+        if done is not None and bool(done.any()):
+            td = env.reset()
+        if time.perf_counter() - start > probe_seconds:
+            break
+    return max(1, min(num_envs, round(1 / max(share, 1e-3))))
+
+
 def _slot_of(item: tuple[int, int, TensorDictBase]) -> int:
     return item[0]
 
@@ -189,6 +224,11 @@ class AsyncBatchedCollector:
             cluster address passed to ``ray.init`` (``None``: a local instance).
         ray_actor_options: ``.options(...)`` for every env actor (default
             ``{"num_cpus": 0}``, so more envs than CPUs fit on one machine).
+        env_threads: for ``env_backend="threading"``: threads stepping the envs, each
+            its share in rounds (every env once, then one submit of their requests).
+            ``None`` chooses from a few probe steps of the first env
+            (:func:`threads_to_keep_gil_busy`): one thread when a step holds the GIL
+            (CartPole, pure-torch envs), one per env when a step mostly waits.
 
     Example:
         >>> from functools import partial
@@ -224,6 +264,7 @@ class AsyncBatchedCollector:
         start_method: str | None = None,
         ray_address: str | None = None,
         ray_actor_options: dict[str, Any] | None = None,
+        env_threads: int | None = None,
     ) -> None:
         who = type(self).__name__
         self._closed = True
@@ -245,6 +286,18 @@ class AsyncBatchedCollector:
         self.num_envs = len(env_fns)
         self.server_timeout = server_timeout
         self._batch_limits = (min_batch_size, max_batch_size)
+        if env_threads is not None and not 1 <= env_threads <= self.num_envs:
+            raise ValueError(
+                f"{who}: env_threads must be between 1 and the number of envs "
+                f"({self.num_envs}), or None to choose; got {env_threads}"
+            )
+        if env_threads is not None and self.env_backend != "threading":
+            raise ValueError(
+                f"{who}: env_threads applies to env_backend='threading' only; got "
+                f"env_backend={self.env_backend!r}. Leave env_threads=None."
+            )
+        #: env threads (threads backend): each steps its share of the envs in turn
+        self.env_threads = env_threads
         in_keys = getattr(self.policy, "in_keys", None)
         self._request_keys = list(in_keys) if in_keys else None
         self._envs: list[Any] = []
@@ -283,11 +336,17 @@ class AsyncBatchedCollector:
         except Exception:
             close_envs(self._envs)
             raise
+        if self.env_threads is None:
+            try:
+                self.env_threads = threads_to_keep_gil_busy(self._envs[0], self.num_envs)
+            except Exception:  # noqa: BLE001 - an env without random actions: the safe choice
+                self.env_threads = self.num_envs
         self._closed = False
         self.server.start()
-        for slot, env in enumerate(self._envs):
+        groups = split_env_fns(range(self.num_envs), self.env_threads, who)
+        for slots in groups:
             thread = threading.Thread(
-                target=self._env_loop, args=(slot, env), name=f"rlpace-env-{slot}", daemon=True
+                target=self._env_loop, args=(slots,), name=f"rlpace-env-{slots[0]}", daemon=True
             )
             thread.start()
             self._threads.append(thread)
@@ -366,33 +425,53 @@ class AsyncBatchedCollector:
         self._closed = False
         self.server.start()
 
-    def _env_loop(self, slot: int, env: Any) -> None:
+    def _env_loop(self, slots: list[int]) -> None:
+        """Step the envs of ``slots`` in rounds: each env once, then all their requests.
+
+        With one env this is submit, receive, step. With several, the requests of a
+        round go to the transport together (:meth:`Transport.submit_many`), so the
+        server wakes once per round and answers them with one forward pass, and this
+        thread blocks at most once per round: two thread switches per round instead
+        of two per transition.
+        """
         transport = self.transport
         results = self._results
         stop = self._stop
         keys = self._request_keys
-        reward_keys = list(env.reward_keys)
+        envs = [self._envs[slot] for slot in slots]
+        reward_keys = [list(env.reward_keys) for env in envs]
         cap = self._max_buffered  # back-pressure: block while the consumer lags far behind
-        keep = None  # root keys after a step: next's entries minus rewards (select < exclude)
+        keep: list[Any] = [None] * len(slots)  # root keys after a step (select < exclude)
+        roots: list[Any] = []
+        trajs: list[int] = []
+        slot = slots[0]
         try:
-            root = env.reset()
-            traj = next(self._traj_counter)
+            for i, env in enumerate(envs):
+                slot = slots[i]  # named in the error if this reset raises
+                roots.append(env.reset())
+                trajs.append(next(self._traj_counter))
+            transport.submit_many(slots, [r.select(*keys) for r in roots] if keys else roots)
             while not stop.is_set():
                 if len(results) >= cap:
                     results.wait_for_room(cap)
                     continue
-                transport.submit(slot, root.select(*keys) if keys else root)
-                transport.receive_into(slot, root)
-                frame = env.step(root)
-                results.put((slot, traj, frame))
-                nxt = frame.get("next")
-                if keep is None:
-                    keep = root_keys_after_step(nxt, reward_keys)
-                root = nxt.select(*keep) if keep else nxt.exclude(*reward_keys)
-                done = nxt.get("done", None)
-                if done is not None and bool(done.any()):
-                    root = env.reset()
-                    traj = next(self._traj_counter)
+                # One round: step every env once, then submit all their requests
+                # together, so the server wakes once per round for one batched forward.
+                for i, slot in enumerate(slots):
+                    env, root = envs[i], roots[i]
+                    transport.receive_into(slot, root)
+                    frame = env.step(root)
+                    results.put((slot, trajs[i], frame))
+                    nxt = frame.get("next")
+                    if keep[i] is None:
+                        keep[i] = root_keys_after_step(nxt, reward_keys[i])
+                    root = nxt.select(*keep[i]) if keep[i] else nxt.exclude(*reward_keys[i])
+                    done = nxt.get("done", None)
+                    if done is not None and bool(done.any()):
+                        root = env.reset()
+                        trajs[i] = next(self._traj_counter)
+                    roots[i] = root
+                transport.submit_many(slots, [r.select(*keys) for r in roots] if keys else roots)
         except TransportClosed:
             return
         except BaseException as exc:  # noqa: BLE001 - reported to the main thread
