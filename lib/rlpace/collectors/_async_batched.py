@@ -226,9 +226,10 @@ class AsyncBatchedCollector:
             ``{"num_cpus": 0}``, so more envs than CPUs fit on one machine).
         env_threads: for ``env_backend="threading"``: threads stepping the envs, each
             its share in rounds (every env once, then one submit of their requests).
-            ``None`` chooses from a few probe steps of the first env
-            (:func:`threads_to_keep_gil_busy`): one thread when a step holds the GIL
-            (CartPole, pure-torch envs), one per env when a step mostly waits.
+            ``None`` chooses from a few random probe steps of the first env: one
+            thread when a step holds the GIL (CartPole, pure-torch envs), one per env
+            when a step mostly waits (sleeps, I/O), about ``1 / (CPU share of a
+            step)`` in between. The choice is kept in ``env_threads``.
 
     Example:
         >>> from functools import partial

@@ -1,7 +1,8 @@
 """Transports between env clients and the inference server, behind one small interface.
 
 Client side (one client per slot, i.e. per env): :meth:`~Transport.submit` a request
-TensorDict, then :meth:`~Transport.receive_into` the response. Server side:
+TensorDict (or :meth:`~Transport.submit_many` for several slots at once), then
+:meth:`~Transport.receive_into` the response. Server side:
 :meth:`~Transport.wait_requests` (wait for ``min_count`` pending requests or a
 timeout, then drain without blocking), :meth:`~Transport.read_requests` (one stacked
 batch) and :meth:`~Transport.write_responses` (scatter, wake the clients).
