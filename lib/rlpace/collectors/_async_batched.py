@@ -175,12 +175,11 @@ def threads_to_keep_gil_busy(env: Any, num_envs: int, probe_seconds: float = 0.0
     start = time.perf_counter()
     for _ in range(4):
         wall, cpu = time.perf_counter(), time.thread_time()
-        td = env.rand_step(td)
+        nxt = env.rand_step(td).get("next")
         wall, cpu = time.perf_counter() - wall, time.thread_time() - cpu
         share = max(share, cpu / wall if wall > 0 else 1.0)
-        done = td.get(("next", "done"), None)
-        if done is not None and bool(done.any()):
-            td = env.reset()
+        done = nxt.get("done", None)
+        td = env.reset() if done is not None and bool(done.any()) else nxt
         if time.perf_counter() - start > probe_seconds:
             break
     return max(1, min(num_envs, round(1 / max(share, 1e-3))))
