@@ -137,7 +137,8 @@ def test_async_batched(impl, backend_transport, envs, env):
 
     ``sleep2ms`` sleeps 2 ms per step (a slow simulator); it waits for
     ``min_batch_size=envs // 2`` requests per forward pass (``extra_info`` records the
-    mean batch size reached). Threads use ``slot`` or ``queue``, processes ``shm``;
+    mean batch size reached, and for threads the ``env_threads`` the collector chose
+    by default). Threads use ``slot`` or ``queue``, processes ``shm``;
     torchrl's twin runs with its own default transport under the ``slot``/``shm`` ids,
     its process-backed pool (on ``counting`` only, for its start-up cost) as one
     worker process hosting all envs (``envs_per_worker=envs``; rlpace starts one
@@ -160,7 +161,10 @@ def test_async_batched(impl, backend_transport, envs, env):
             min_batch_size=min_batch,
             server_timeout=0.005,
         )
-        timed = _throughput(collector, FRAMES, min_batch_size=min_batch)
+        extra = {"min_batch_size": min_batch}
+        if collector.env_threads is not None:  # threads: how many the GIL probe chose
+            extra["env_threads"] = collector.env_threads
+        timed = _throughput(collector, FRAMES, **extra)
         inner = timed.fn
 
         def one_batch() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import time
 
 import pytest
 import torch
@@ -62,3 +63,26 @@ def list_buffer():
 @pytest.fixture
 def check_trajectories():
     return assert_consistent_trajectories
+
+
+def assert_bounded_by_back_pressure(collector, envs: int, settle: float) -> None:
+    """Take one batch, stop consuming: producers (env threads, or the server thread
+    driving Ray actors) must stop about two batches ahead and resume on the next take."""
+    frames = collector.frames_per_batch
+    collector.next()
+    time.sleep(settle)
+    settled = collector.server_stats().requests
+    buffered = len(collector._results)
+    time.sleep(settle)
+    later = collector.server_stats().requests
+    assert collector.next().numel() == frames, "the blocked producers resume"
+    # taken + two batches waiting + per env at most one frame past the cap and the
+    # request sent after that step (answered, then the producer waits for room)
+    assert settled <= frames + 2 * frames + 2 * envs, settled
+    assert 2 * frames <= buffered <= 2 * frames + envs, buffered
+    assert later == settled, "the envs kept stepping although nobody consumed"
+
+
+@pytest.fixture
+def check_back_pressure():
+    return assert_bounded_by_back_pressure

@@ -17,13 +17,20 @@ from rlpace.collectors import (
 from rlpace.collectors.testing import CountingEnv, make_mlp_policy
 
 
+@pytest.mark.parametrize("env_threads", [1, 2, 3])
 @pytest.mark.parametrize("transport", ["slot", "queue"])
-def test_batches_grouped_by_env_with_exact_frames(transport, check_trajectories):
+def test_batches_grouped_by_env_with_exact_frames(transport, env_threads, check_trajectories):
     env_fns = [functools.partial(CountingEnv, max_steps=3)] * 3
     before = threading.active_count()
     c = AsyncBatchedCollector(
-        env_fns, make_mlp_policy(), frames_per_batch=30, total_frames=50, transport=transport
+        env_fns,
+        make_mlp_policy(),
+        frames_per_batch=30,
+        total_frames=50,
+        transport=transport,
+        env_threads=env_threads,
     )
+    assert threading.active_count() == before + 1 + env_threads, "server + env threads"
     batches = list(c)
     assert [b.numel() for b in batches] == [30, 20]
     for batch in batches:
@@ -185,18 +192,46 @@ def test_weight_updates_reach_the_server():
     assert by_new[-frames:].all(), "the new weights never took over the inference server"
 
 
-def test_env_threads_stop_two_batches_ahead_of_a_lagging_consumer():
-    import time
-
+@pytest.mark.parametrize("env_threads", [1, 2])
+def test_env_threads_stop_two_batches_ahead_of_a_lagging_consumer(env_threads, check_back_pressure):
     frames, envs = 8, 2
     with AsyncBatchedCollector(
-        [CountingEnv] * envs, make_mlp_policy(), frames_per_batch=frames
+        [CountingEnv] * envs, make_mlp_policy(), frames_per_batch=frames, env_threads=env_threads
+    ) as c:
+        check_back_pressure(c, envs, settle=0.3)
+
+
+def test_env_threads_default_follows_whether_a_step_holds_the_gil():
+    policy = make_mlp_policy()
+    with AsyncBatchedCollector([CountingEnv] * 4, policy, frames_per_batch=8) as c:
+        assert c.env_threads == 1, "pure-torch steps hold the GIL: one thread steps all envs"
+        assert c.next().numel() == 8
+    sleepy = [functools.partial(CountingEnv, step_sleep=0.005)] * 4
+    with AsyncBatchedCollector(sleepy, policy, frames_per_batch=8) as c:
+        assert c.env_threads == 4, "steps that sleep overlap in one thread per env"
+        assert c.next().numel() == 8
+
+
+def test_one_env_thread_serves_its_whole_round_in_one_forward():
+    envs = 6
+    with AsyncBatchedCollector(
+        [CountingEnv] * envs, make_mlp_policy(), frames_per_batch=60, env_threads=1
     ) as c:
         c.next()
-        time.sleep(0.3)
-        settled = c.server_stats().requests
-        time.sleep(0.3)
-        later = c.server_stats().requests
-    # taken + two batches waiting + at most one request in flight per env
-    assert settled <= frames + 2 * frames + envs, settled
-    assert later == settled, "env threads kept stepping although nobody consumed"
+        stats = c.server_stats()
+    # a round's requests reach the server together: no forward sees a part of them
+    assert stats.mean_batch_size == envs, stats
+
+
+def test_env_threads_out_of_range_or_without_threads_fails_before_starting():
+    before = threading.active_count()
+    policy = make_mlp_policy()
+    with pytest.raises(
+        ValueError, match=r"env_threads must be between 1 and the number of envs \(2\)"
+    ):
+        AsyncBatchedCollector([CountingEnv] * 2, policy, frames_per_batch=4, env_threads=3)
+    with pytest.raises(ValueError, match="env_threads applies to env_backend='threading' only"):
+        AsyncBatchedCollector(
+            [CountingEnv] * 2, policy, frames_per_batch=4, backend="multiprocessing", env_threads=1
+        )
+    assert threading.active_count() == before

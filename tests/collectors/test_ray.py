@@ -49,3 +49,11 @@ def test_ray_actors_collect_batches_and_report_env_errors(ray_local, check_traje
         for _ in range(100):  # env 1's actor may start last; it fails on its 4th step
             c.next()
     assert c.server._thread is None
+
+
+def test_ray_actors_stop_two_batches_ahead_of_a_lagging_consumer(ray_local, check_back_pressure):
+    envs = 2
+    with AsyncBatchedCollector(
+        [CountingEnv] * envs, make_mlp_policy(), frames_per_batch=8, backend="ray"
+    ) as c:
+        check_back_pressure(c, envs, settle=0.5)

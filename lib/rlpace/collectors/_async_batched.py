@@ -8,17 +8,25 @@ Every combination is checked against :data:`SUPPORTED` before anything starts.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import threading
+import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 from tensordict import TensorDictBase
 
-from rlpace.collectors._multi import resolve_policy
+from rlpace.collectors._lifecycle import (
+    close_envs,
+    enter_context,
+    exit_context,
+    iterate_batches,
+    join_threads,
+    shutdown_quietly,
+)
+from rlpace.collectors._multi import resolve_policy, split_env_fns
 from rlpace.collectors._rollout import (
     ENV_KEY,
     TRAJ_KEY,
@@ -28,7 +36,7 @@ from rlpace.collectors._rollout import (
     stack_frames,
 )
 from rlpace.collectors._server import InferenceServer, ServerStats
-from rlpace.collectors._single import check_total_frames, resolve_env
+from rlpace.collectors._single import check_replay_buffer, check_total_frames, resolve_env
 from rlpace.collectors._transports import TransportClosed, make_transport
 
 BACKENDS = ("threading", "multiprocessing", "ray")
@@ -47,7 +55,9 @@ class FrameInbox:
     top of the env's and the server's. Here producers append to a deque (atomic
     under the GIL) and set an event only once ``want`` frames are waiting, so the
     consumer sleeps until a whole batch is there. Producers that run too far ahead
-    block in :meth:`wait_for_room` (no polling) until the consumer takes a batch.
+    block in :meth:`wait_for_room` (no polling) until the consumer takes a batch:
+    the collector's one back-pressure mechanism, for env threads and for the server
+    thread that drives Ray actors alike.
 
     Example:
         >>> inbox = FrameInbox()
@@ -57,6 +67,10 @@ class FrameInbox:
         [(0, 0, 0), (0, 0, 1)]
         >>> len(inbox)
         1
+        >>> inbox.close()  # a shutdown: producers waiting for room return at once
+        >>> inbox.wait_for_room(cap=1)
+        >>> inbox.closed
+        True
     """
 
     def __init__(self) -> None:
@@ -64,6 +78,7 @@ class FrameInbox:
         self._want = 1
         self._ready = threading.Event()
         self._room = threading.Event()
+        self.closed = False
 
     def __len__(self) -> int:
         return len(self._items)
@@ -74,17 +89,20 @@ class FrameInbox:
         if len(self._items) >= self._want and not self._ready.is_set():
             self._ready.set()
 
-    def wake(self) -> None:
-        """Wake the consumer and every blocked producer now (an error, a shutdown)."""
+    def close(self) -> None:
+        """Stop every wait for good (an error, a shutdown): wakes the consumer and every
+        blocked producer, and :meth:`wait_for_room` no longer blocks."""
+        self.closed = True
         self._ready.set()
         self._room.set()
 
     def wait_for_room(self, cap: int, poll: float = 0.1) -> None:
         """Block while ``cap`` or more items wait (at most ``poll`` s: callers re-check
-        their stop flag)."""
-        if len(self._items) >= cap:
+        their stop flag, or :attr:`closed`)."""
+        if len(self._items) >= cap and not self.closed:
             self._room.clear()
-            if len(self._items) >= cap:  # the consumer took a batch between check and clear
+            # the consumer took a batch, or closed us, between the check and the clear
+            if len(self._items) >= cap and not self.closed:
                 self._room.wait(poll)
 
     def take(self, want: int, check: Callable[[], None], poll: float = 0.1) -> list[Any]:
@@ -134,6 +152,39 @@ def resolve_backends(
     return pair
 
 
+def threads_to_keep_gil_busy(env: Any, num_envs: int, probe_seconds: float = 0.05) -> int:
+    """Env threads for ``num_envs`` envs like ``env``: as many as keep one GIL busy.
+
+    A few random steps (at most 4, and none started after ``probe_seconds``) measure
+    the share of a step this thread spends on the CPU. An env that computes in
+    Python or small torch ops (CartPole, most simulators written in Python) holds the
+    GIL all along: one thread stepping every env in turn does the same work with the
+    fewest thread switches. An env that mostly waits (sleeps, I/O, native code that
+    releases the GIL) needs a thread per env to overlap the waits. In between, about
+    ``1 / share`` threads. The env is left stepped: reset it before use.
+
+    Example:
+        >>> from rlpace.collectors.testing import CountingEnv
+        >>> threads_to_keep_gil_busy(CountingEnv(), num_envs=8)  # pure torch: GIL-bound
+        1
+        >>> threads_to_keep_gil_busy(CountingEnv(step_sleep=0.005), num_envs=8)  # waits
+        8
+    """
+    td = env.reset()
+    share = 0.0
+    start = time.perf_counter()
+    for _ in range(4):
+        wall, cpu = time.perf_counter(), time.thread_time()
+        nxt = env.rand_step(td).get("next")
+        wall, cpu = time.perf_counter() - wall, time.thread_time() - cpu
+        share = max(share, cpu / wall if wall > 0 else 1.0)
+        done = nxt.get("done", None)
+        td = env.reset() if done is not None and bool(done.any()) else nxt
+        if time.perf_counter() - start > probe_seconds:
+            break
+    return max(1, min(num_envs, round(1 / max(share, 1e-3))))
+
+
 def _slot_of(item: tuple[int, int, TensorDictBase]) -> int:
     return item[0]
 
@@ -172,6 +223,12 @@ class AsyncBatchedCollector:
             cluster address passed to ``ray.init`` (``None``: a local instance).
         ray_actor_options: ``.options(...)`` for every env actor (default
             ``{"num_cpus": 0}``, so more envs than CPUs fit on one machine).
+        env_threads: for ``env_backend="threading"``: threads stepping the envs, each
+            its share in rounds (every env once, then one submit of their requests).
+            ``None`` chooses from a few random probe steps of the first env: one
+            thread when a step holds the GIL (CartPole, pure-torch envs), one per env
+            when a step mostly waits (sleeps, I/O), about ``1 / (CPU share of a
+            step)`` in between. The choice is kept in ``env_threads``.
 
     Example:
         >>> from functools import partial
@@ -207,6 +264,7 @@ class AsyncBatchedCollector:
         start_method: str | None = None,
         ray_address: str | None = None,
         ray_actor_options: dict[str, Any] | None = None,
+        env_threads: int | None = None,
     ) -> None:
         who = type(self).__name__
         self._closed = True
@@ -219,11 +277,7 @@ class AsyncBatchedCollector:
         if frames_per_batch <= 0:
             raise ValueError(f"{who}: frames_per_batch must be positive; got {frames_per_batch}")
         check_total_frames(total_frames, who)
-        if replay_buffer is not None and not hasattr(replay_buffer, "extend"):
-            raise TypeError(
-                f"{who}: replay_buffer needs an extend(batch) method; "
-                f"got {type(replay_buffer).__name__}"
-            )
+        check_replay_buffer(replay_buffer, who)
         self.policy = resolve_policy(policy, policy_factory, who)
         self.frames_per_batch = frames_per_batch
         self.total_frames = total_frames
@@ -232,13 +286,28 @@ class AsyncBatchedCollector:
         self.num_envs = len(env_fns)
         self.server_timeout = server_timeout
         self._batch_limits = (min_batch_size, max_batch_size)
+        if env_threads is not None and not 1 <= env_threads <= self.num_envs:
+            raise ValueError(
+                f"{who}: env_threads must be between 1 and the number of envs "
+                f"({self.num_envs}), or None to choose; got {env_threads}"
+            )
+        if env_threads is not None and self.env_backend != "threading":
+            raise ValueError(
+                f"{who}: env_threads applies to env_backend='threading' only; got "
+                f"env_backend={self.env_backend!r}. Leave env_threads=None."
+            )
+        #: env threads (threads backend): each steps its share of the envs in turn
+        self.env_threads = env_threads
         in_keys = getattr(self.policy, "in_keys", None)
         self._request_keys = list(in_keys) if in_keys else None
         self._envs: list[Any] = []
         self._pool: Any = None
         self._leftover: TensorDictBase | None = None
         self._results = FrameInbox()
-        self._credits = threading.Semaphore(2 * frames_per_batch)
+        # Back-pressure, one mechanism for every in-process producer (env threads, and
+        # the server thread driving Ray actors): while this many frames wait for the
+        # consumer, producers block in FrameInbox.wait_for_room.
+        self._max_buffered = 2 * frames_per_batch
         self._stop = threading.Event()
         self._traj_counter = itertools.count()
         self._error: tuple[int, BaseException] | None = None
@@ -265,13 +334,19 @@ class AsyncBatchedCollector:
                         "give one unbatched env per slot, the server does the batching"
                     )
         except Exception:
-            self._close_envs()
+            close_envs(self._envs)
             raise
+        if self.env_threads is None:
+            try:
+                self.env_threads = threads_to_keep_gil_busy(self._envs[0], self.num_envs)
+            except Exception:  # noqa: BLE001 - an env without random actions: the safe choice
+                self.env_threads = self.num_envs
         self._closed = False
         self.server.start()
-        for slot, env in enumerate(self._envs):
+        groups = split_env_fns(range(self.num_envs), self.env_threads, who)
+        for slots in groups:
             thread = threading.Thread(
-                target=self._env_loop, args=(slot, env), name=f"rlpace-env-{slot}", daemon=True
+                target=self._env_loop, args=(slots,), name=f"rlpace-env-{slots[0]}", daemon=True
             )
             thread.start()
             self._threads.append(thread)
@@ -342,7 +417,7 @@ class AsyncBatchedCollector:
         if not ray.is_initialized():
             ray.init(address=address, include_dashboard=False, log_to_driver=False)
         self.transport = RayTransport(
-            list(env_fns), self._request_keys, self._results, self._credits, actor_options
+            list(env_fns), self._request_keys, self._results, self._max_buffered, actor_options
         )
         self.server = InferenceServer(
             self.policy, self.transport, *self._batch_limits, self.server_timeout
@@ -350,41 +425,60 @@ class AsyncBatchedCollector:
         self._closed = False
         self.server.start()
 
-    def _env_loop(self, slot: int, env: Any) -> None:
+    def _env_loop(self, slots: list[int]) -> None:
+        """Step the envs of ``slots`` in rounds: each env once, then all their requests.
+
+        With one env this is submit, receive, step. With several, the requests of a
+        round go to the transport together (:meth:`Transport.submit_many`), so the
+        server wakes once per round and answers them with one forward pass, and this
+        thread blocks at most once per round: two thread switches per round instead
+        of two per transition.
+        """
         transport = self.transport
         results = self._results
         stop = self._stop
         keys = self._request_keys
-        reward_keys = list(env.reward_keys)
-        # Back-pressure: block while the consumer lags far behind.
-        cap = 2 * self.frames_per_batch
-        keep = None  # root keys after a step: next's entries minus rewards (select < exclude)
+        envs = [self._envs[slot] for slot in slots]
+        reward_keys = [list(env.reward_keys) for env in envs]
+        cap = self._max_buffered  # back-pressure: block while the consumer lags far behind
+        keep: list[Any] = [None] * len(slots)  # root keys after a step (select < exclude)
+        roots: list[Any] = []
+        trajs: list[int] = []
+        slot = slots[0]
         try:
-            root = env.reset()
-            traj = next(self._traj_counter)
+            for i, env in enumerate(envs):
+                slot = slots[i]  # named in the error if this reset raises
+                roots.append(env.reset())
+                trajs.append(next(self._traj_counter))
+            transport.submit_many(slots, [r.select(*keys) for r in roots] if keys else roots)
             while not stop.is_set():
                 if len(results) >= cap:
                     results.wait_for_room(cap)
                     continue
-                transport.submit(slot, root.select(*keys) if keys else root)
-                transport.receive_into(slot, root)
-                frame = env.step(root)
-                results.put((slot, traj, frame))
-                nxt = frame.get("next")
-                if keep is None:
-                    keep = root_keys_after_step(nxt, reward_keys)
-                root = nxt.select(*keep) if keep else nxt.exclude(*reward_keys)
-                done = nxt.get("done", None)
-                if done is not None and bool(done.any()):
-                    root = env.reset()
-                    traj = next(self._traj_counter)
+                # One round: step every env once, then submit all their requests
+                # together, so the server wakes once per round for one batched forward.
+                for i, slot in enumerate(slots):
+                    env, root = envs[i], roots[i]
+                    transport.receive_into(slot, root)
+                    frame = env.step(root)
+                    results.put((slot, trajs[i], frame))
+                    nxt = frame.get("next")
+                    if keep[i] is None:
+                        keep[i] = root_keys_after_step(nxt, reward_keys[i])
+                    root = nxt.select(*keep[i]) if keep[i] else nxt.exclude(*reward_keys[i])
+                    done = nxt.get("done", None)
+                    if done is not None and bool(done.any()):
+                        root = env.reset()
+                        trajs[i] = next(self._traj_counter)
+                    roots[i] = root
+                transport.submit_many(slots, [r.select(*keys) for r in roots] if keys else roots)
         except TransportClosed:
             return
         except BaseException as exc:  # noqa: BLE001 - reported to the main thread
             if self._error is None:
                 self._error = (slot, exc)
             stop.set()
-            results.wake()
+            results.close()
 
     def _raise_if_failed(self) -> None:
         if self._error is not None:
@@ -399,10 +493,6 @@ class AsyncBatchedCollector:
             raise RuntimeError(
                 f"AsyncBatchedCollector: the inference server failed: {exc!r}"
             ) from exc
-
-    def __iter__(self) -> Iterator[TensorDictBase | None]:
-        while self.total_frames == -1 or self.frames < self.total_frames:
-            yield self.next()
 
     def next(self) -> TensorDictBase | None:
         """Collect one batch of transitions (``None`` when a replay buffer takes it).
@@ -446,7 +536,6 @@ class AsyncBatchedCollector:
 
     def _next_from_threads(self, want: int) -> TensorDictBase:
         items = self._results.take(want, self._raise_if_failed)
-        self._credits.release(want)
         items.sort(key=_slot_of)  # stable: each env's frames stay in time order
         batch = stack_frames([frame for _, _, frame in items])
         batch.set(ENV_KEY, torch.tensor([slot for slot, _, _ in items]))
@@ -464,20 +553,13 @@ class AsyncBatchedCollector:
         if weights is not None:
             load_weights(self.policy, weights)
 
-    def _close_envs(self) -> None:
-        for env in self._envs:
-            with contextlib.suppress(Exception):
-                if not env.is_closed:
-                    env.close()
-
     def shutdown(self) -> None:
         """Stop the server and every env thread, close the envs; idempotent."""
         if self._closed and not self._threads and getattr(self, "_pool", None) is None:
             return
         self._closed = True
         self._stop.set()
-        self._results.wake()
-        self._credits.release(2 * self.frames_per_batch + len(self._threads) + 1)
+        self._results.close()
         if getattr(self, "server", None) is not None:
             self.server.stop()
         if getattr(self, "transport", None) is not None:
@@ -485,17 +567,11 @@ class AsyncBatchedCollector:
         if self._pool is not None:
             self._pool.shutdown()
             self._pool = None
-        for thread in self._threads:
-            thread.join(2.0)
+        join_threads(self._threads)
         self._threads = []
-        self._close_envs()
+        close_envs(self._envs)
 
-    def __enter__(self) -> AsyncBatchedCollector:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()
-
-    def __del__(self) -> None:
-        with contextlib.suppress(Exception):
-            self.shutdown()
+    __iter__ = iterate_batches
+    __enter__ = enter_context
+    __exit__ = exit_context
+    __del__ = shutdown_quietly

@@ -17,15 +17,23 @@ import contextlib
 import os
 import pickle
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from multiprocessing.connection import wait
 from typing import Any
 
 import torch
 from tensordict import TensorDictBase
 
+from rlpace.collectors._lifecycle import (
+    close_quietly,
+    end_processes,
+    enter_context,
+    exit_context,
+    iterate_batches,
+    shutdown_quietly,
+)
 from rlpace.collectors._rollout import EnvStepError, Rollout, WorkerDiedError, split_frames
-from rlpace.collectors._single import check_total_frames, resolve_env
+from rlpace.collectors._single import check_replay_buffer, check_total_frames, resolve_env
 from rlpace.collectors._weights import SharedWeights
 
 
@@ -218,11 +226,7 @@ class MultiCollector:
         else:
             per_worker = frames_per_batch
         self.policy = resolve_policy(policy, policy_factory, who)
-        if replay_buffer is not None and not hasattr(replay_buffer, "extend"):
-            raise TypeError(
-                f"{who}: replay_buffer needs an extend(batch) method; "
-                f"got {type(replay_buffer).__name__}"
-            )
+        check_replay_buffer(replay_buffer, who)
         if replay_buffer is not None and total_frames != -1 and total_frames % frames_per_batch:
             raise ValueError(
                 f"{who}: with replay_buffer=, workers write whole batches, so total_frames "
@@ -361,10 +365,6 @@ class MultiCollector:
 
     # -- public --------------------------------------------------------------------
 
-    def __iter__(self) -> Iterator[TensorDictBase | None]:
-        while self.total_frames == -1 or self.frames < self.total_frames:
-            yield self.next()
-
     def next(self) -> TensorDictBase | None:
         """Collect one batch (``None`` when workers wrote it to the replay buffer).
 
@@ -422,30 +422,12 @@ class MultiCollector:
             self._stop.set()
         for free in getattr(self, "_free", []):
             with contextlib.suppress(Exception):
-                free.release()
-        deadline = time.monotonic() + timeout
-        for proc in self._procs:
-            proc.join(max(0.0, deadline - time.monotonic()))
-        for proc in self._procs:
-            if proc.is_alive():
-                proc.terminate()
-                proc.join(0.5)
-            if proc.is_alive():
-                proc.kill()
-                proc.join(0.5)
-            with contextlib.suppress(Exception):
-                proc.close()
-        for conn in getattr(self, "_conns", []):
-            with contextlib.suppress(Exception):
-                conn.close()
+                free.release()  # a worker waiting for a free buffer sees the stop flag
+        end_processes(self._procs, timeout)
+        close_quietly(getattr(self, "_conns", []))
         self._procs = []
 
-    def __enter__(self) -> MultiCollector:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()
-
-    def __del__(self) -> None:
-        with contextlib.suppress(Exception):
-            self.shutdown()
+    __iter__ = iterate_batches
+    __enter__ = enter_context
+    __exit__ = exit_context
+    __del__ = shutdown_quietly

@@ -11,7 +11,6 @@ with that cluster's address.
 from __future__ import annotations
 
 import contextlib
-import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -76,18 +75,21 @@ class RayTransport(Transport):
     Args:
         env_fns: one env factory per actor (pickled to the actors).
         request_keys: entries of the env's root the policy reads (``None``: all).
-        results: where ``(slot, traj_id, frame)`` tuples go for the collector.
-        credits: a semaphore bounding frames not yet consumed (back-pressure).
+        results: the collector's :class:`~rlpace.collectors._async_batched.FrameInbox`,
+            where ``(slot, traj_id, frame)`` tuples go.
+        max_buffered: back-pressure: while this many frames wait in ``results``, the
+            server sends no actor its next step (it waits in
+            ``results.wait_for_room``, the same wait the env threads use).
         actor_options: ``.options(...)`` for every actor; the default
             ``{"num_cpus": 0}`` lets more envs than CPUs share a machine.
 
     Example:
-        >>> import queue, threading
         >>> from functools import partial
+        >>> from rlpace.collectors._async_batched import FrameInbox
         >>> from rlpace.collectors.testing import CountingEnv
         >>> transport = RayTransport(
-        ...     [partial(CountingEnv)], ["observation"], queue.SimpleQueue(),
-        ...     threading.Semaphore(10))  # doctest: +SKIP
+        ...     [partial(CountingEnv)], ["observation"], FrameInbox(),
+        ...     max_buffered=10)  # doctest: +SKIP
     """
 
     def __init__(
@@ -95,7 +97,7 @@ class RayTransport(Transport):
         env_fns: Sequence[Callable[[], Any]],
         request_keys: list[Any] | None,
         results: Any,
-        credits: threading.Semaphore,
+        max_buffered: int,
         actor_options: dict[str, Any] | None = None,
     ) -> None:
         ray = import_ray()
@@ -103,7 +105,7 @@ class RayTransport(Transport):
         self.num_slots = len(env_fns)
         self.submit_times = [0.0] * self.num_slots
         self._results = results
-        self._credits = credits
+        self._max_buffered = max_buffered
         self._closed = False
         actor_cls = ray.remote(_EnvActorBody).options(**(actor_options or {"num_cpus": 0}))
         self._actors = [
@@ -168,10 +170,12 @@ class RayTransport(Transport):
 
     def write_responses(self, slots: list[int], responses: TensorDictBase) -> None:
         out = responses.exclude(*self._request_keys)
+        results, cap = self._results, self._max_buffered
         for slot, response in zip(slots, out.unbind(0), strict=True):
-            while not self._credits.acquire(timeout=0.1):
-                if self._closed:
+            while len(results) >= cap:  # the consumer lags: hold this actor's next step
+                if self._closed or results.closed:
                     raise TransportClosed("the Ray transport was closed")
+                results.wait_for_room(cap)
             ref = self._actors[slot].step.remote(response.clone())
             self._pending[ref] = slot
             self.submit_times[slot] = time.perf_counter()

@@ -14,6 +14,8 @@ from typing import Any
 import torch
 from tensordict import LazyStackedTensorDict, TensorDict, TensorDictBase, is_leaf_nontensor
 
+from rlpace.collectors._lifecycle import close_envs
+
 TRAJ_KEY = ("collector", "traj_ids")
 ENV_KEY = ("collector", "env_ids")
 
@@ -177,10 +179,7 @@ class Rollout:
         return stacked.reshape(-1)
 
     def close(self) -> None:
-        for env in self.envs:
-            with contextlib.suppress(Exception):
-                if not env.is_closed:
-                    env.close()
+        close_envs(self.envs)
 
 
 def direct_policy(policy: Any) -> Callable[[TensorDictBase], TensorDictBase]:

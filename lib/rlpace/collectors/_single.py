@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import torch
 from tensordict import TensorDictBase
 
+from rlpace.collectors._lifecycle import (
+    close_envs,
+    enter_context,
+    exit_context,
+    iterate_batches,
+    shutdown_quietly,
+)
 from rlpace.collectors._rollout import Rollout, load_weights
 
 
@@ -37,6 +43,14 @@ def check_total_frames(total_frames: int, who: str) -> None:
         raise ValueError(
             f"{who}: total_frames must be -1 (endless) or a positive number of frames; "
             f"got {total_frames}"
+        )
+
+
+def check_replay_buffer(replay_buffer: Any, who: str) -> None:
+    if replay_buffer is not None and not hasattr(replay_buffer, "extend"):
+        raise TypeError(
+            f"{who}: replay_buffer needs an extend(batch) method (e.g. an rlpace.data "
+            f"ReplayBuffer); got {type(replay_buffer).__name__}"
         )
 
 
@@ -92,11 +106,7 @@ class Collector:
                 f"got {type(policy).__name__}"
             )
         check_total_frames(total_frames, who)
-        if replay_buffer is not None and not hasattr(replay_buffer, "extend"):
-            raise TypeError(
-                f"{who}: replay_buffer needs an extend(batch) method; "
-                f"got {type(replay_buffer).__name__}"
-            )
+        check_replay_buffer(replay_buffer, who)
         self.env, self._owns_env = resolve_env(env, who)
         self.policy = policy
         self.frames_per_batch = frames_per_batch
@@ -111,10 +121,6 @@ class Collector:
             self.shutdown()
             raise
         self._closed = False
-
-    def __iter__(self) -> Iterator[TensorDictBase | None]:
-        while self.total_frames == -1 or self.frames < self.total_frames:
-            yield self.next()
 
     def next(self) -> TensorDictBase | None:
         """Collect and return one batch (``None`` when a replay buffer takes it).
@@ -169,18 +175,13 @@ class Collector:
             rollout = getattr(self, "_rollout", None)
             if rollout is not None:
                 rollout.close()
-            elif not self.env.is_closed:
-                self.env.close()
+            else:
+                close_envs([self.env])
 
-    def __enter__(self) -> Collector:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()
-
-    def __del__(self) -> None:
-        with contextlib.suppress(Exception):  # never raise from __del__
-            self.shutdown()
+    __iter__ = iterate_batches
+    __enter__ = enter_context
+    __exit__ = exit_context
+    __del__ = shutdown_quietly
 
     def __repr__(self) -> str:
         return (

@@ -1,7 +1,8 @@
 """Transports between env clients and the inference server, behind one small interface.
 
 Client side (one client per slot, i.e. per env): :meth:`~Transport.submit` a request
-TensorDict, then :meth:`~Transport.receive_into` the response. Server side:
+TensorDict (or :meth:`~Transport.submit_many` for several slots at once), then
+:meth:`~Transport.receive_into` the response. Server side:
 :meth:`~Transport.wait_requests` (wait for ``min_count`` pending requests or a
 timeout, then drain without blocking), :meth:`~Transport.read_requests` (one stacked
 batch) and :meth:`~Transport.write_responses` (scatter, wake the clients).
@@ -43,6 +44,12 @@ class Transport:
 
     def submit(self, slot: int, request: TensorDictBase) -> None:
         raise NotImplementedError
+
+    def submit_many(self, slots: list[int], requests: list[TensorDictBase]) -> None:
+        """Submit several clients' requests at once (one client thread stepping several
+        envs); a transport may then wake the server once for all of them."""
+        for slot, request in zip(slots, requests, strict=True):
+            self.submit(slot, request)
 
     def receive_into(self, slot: int, target: TensorDictBase, timeout: float | None = None) -> None:
         raise NotImplementedError
@@ -154,6 +161,20 @@ class SlotTransport(Transport):
             row.copy_(request.get(key))
         self.submit_times[slot] = time.perf_counter()
         self._pending.put(slot)
+
+    def submit_many(self, slots: list[int], requests: list[TensorDictBase]) -> None:
+        # every row is written before the first index wakes the server: a copy_ releases
+        # the GIL, and a server let in then would serve a part of the requests
+        if self._requests is None:
+            self._layout_requests(requests[0])
+        rows = self._request_rows
+        for slot, request in zip(slots, requests, strict=True):
+            for key, row in rows[slot]:
+                row.copy_(request.get(key))
+        now = time.perf_counter()
+        for slot in slots:
+            self.submit_times[slot] = now
+            self._pending.put(slot)
 
     def receive_into(self, slot: int, target: TensorDictBase, timeout: float | None = None) -> None:
         if not self._ready[slot].acquire(timeout=-1 if timeout is None else timeout):
