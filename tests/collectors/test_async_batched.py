@@ -212,6 +212,16 @@ def test_env_threads_default_follows_whether_a_step_holds_the_gil():
         assert c.next().numel() == 8
 
 
+def test_the_gil_probe_leaves_the_global_random_stream_alone():
+    from rlpace.collectors._async_batched import threads_to_keep_gil_busy
+
+    torch.manual_seed(5)
+    expected = torch.rand(3)
+    torch.manual_seed(5)
+    threads_to_keep_gil_busy(CountingEnv(), num_envs=4)  # random actions, up to 4 steps
+    assert torch.equal(torch.rand(3), expected)
+
+
 def test_one_env_thread_serves_its_whole_round_in_one_forward():
     envs = 6
     with AsyncBatchedCollector(

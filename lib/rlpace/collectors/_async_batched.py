@@ -161,7 +161,9 @@ def threads_to_keep_gil_busy(env: Any, num_envs: int, probe_seconds: float = 0.0
     GIL all along: one thread stepping every env in turn does the same work with the
     fewest thread switches. An env that mostly waits (sleeps, I/O, native code that
     releases the GIL) needs a thread per env to overlap the waits. In between, about
-    ``1 / share`` threads. The env is left stepped: reset it before use.
+    ``1 / share`` threads. The env is left stepped: reset it before use. The random
+    actions come from a fork of torch's global generator, so the caller's random
+    stream is the same whether or not (and however long) the probe ran.
 
     Example:
         >>> from rlpace.collectors.testing import CountingEnv
@@ -170,18 +172,19 @@ def threads_to_keep_gil_busy(env: Any, num_envs: int, probe_seconds: float = 0.0
         >>> threads_to_keep_gil_busy(CountingEnv(step_sleep=0.005), num_envs=8)  # waits
         8
     """
-    td = env.reset()
     share = 0.0
-    start = time.perf_counter()
-    for _ in range(4):
-        wall, cpu = time.perf_counter(), time.thread_time()
-        nxt = env.rand_step(td).get("next")
-        wall, cpu = time.perf_counter() - wall, time.thread_time() - cpu
-        share = max(share, cpu / wall if wall > 0 else 1.0)
-        done = nxt.get("done", None)
-        td = env.reset() if done is not None and bool(done.any()) else nxt
-        if time.perf_counter() - start > probe_seconds:
-            break
+    with torch.random.fork_rng(devices=[]):
+        td = env.reset()
+        start = time.perf_counter()
+        for _ in range(4):
+            wall, cpu = time.perf_counter(), time.thread_time()
+            nxt = env.rand_step(td).get("next")
+            wall, cpu = time.perf_counter() - wall, time.thread_time() - cpu
+            share = max(share, cpu / wall if wall > 0 else 1.0)
+            done = nxt.get("done", None)
+            td = env.reset() if done is not None and bool(done.any()) else nxt
+            if time.perf_counter() - start > probe_seconds:
+                break
     return max(1, min(num_envs, round(1 / max(share, 1e-3))))
 
 
