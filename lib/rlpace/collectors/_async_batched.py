@@ -156,7 +156,7 @@ def threads_to_keep_gil_busy(env: Any, num_envs: int, probe_seconds: float = 0.0
     """Env threads for ``num_envs`` envs like ``env``: as many as keep one GIL busy.
 
     A few random steps (at most 4, and none started after ``probe_seconds``) measure
-    the share of a step this thread spends on the CPU. An env that computes in
+    the share of a step this thread spends on the CPU, taken from the quickest step. An env that computes in
     Python or small torch ops (CartPole, most simulators written in Python) holds the
     GIL all along: one thread stepping every env in turn does the same work with the
     fewest thread switches. An env that mostly waits (sleeps, I/O, native code that
@@ -172,19 +172,23 @@ def threads_to_keep_gil_busy(env: Any, num_envs: int, probe_seconds: float = 0.0
         >>> threads_to_keep_gil_busy(CountingEnv(step_sleep=0.005), num_envs=8)  # waits
         8
     """
-    share = 0.0
+    steps: list[tuple[float, float]] = []  # (CPU, wall) seconds of each probe step
     with torch.random.fork_rng(devices=[]):
         td = env.reset()
         start = time.perf_counter()
         for _ in range(4):
             wall, cpu = time.perf_counter(), time.thread_time()
             nxt = env.rand_step(td).get("next")
-            wall, cpu = time.perf_counter() - wall, time.thread_time() - cpu
-            share = max(share, cpu / wall if wall > 0 else 1.0)
+            steps.append((time.thread_time() - cpu, time.perf_counter() - wall))
             done = nxt.get("done", None)
             td = env.reset() if done is not None and bool(done.any()) else nxt
             if time.perf_counter() - start > probe_seconds:
                 break
+    # the quickest step: another process taking the core only adds wall time (a busy env
+    # would look idle), one-time costs of a first step only add CPU time (an idle env
+    # would look busy); the quickest step carries the least of both
+    cpu, wall = min(steps, key=lambda step: step[1])
+    share = cpu / wall if wall > 0 else 1.0
     return max(1, min(num_envs, round(1 / max(share, 1e-3))))
 
 
