@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import fnmatch
 import itertools
+import math
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -283,31 +284,98 @@ def _slowed_down(
     """Wrap ``fn`` so each call waits ``fraction`` of its own duration afterwards, on
     the case's own clock.
 
+    The wrapper's own cost (its clock readings, about a microsecond on the CPU clock) is
+    measured once and taken off each wait, so a case of 20 us is slowed by 10%, not by
+    10% plus the wrapper. A case shorter than that cost divided by ``fraction`` is
+    slowed by the wrapper's cost alone, more than asked: ``rlpace-bench aa`` reports
+    the slow-down each benchmark really got.
+
     On the wall clock, short waits spin (``time.sleep`` is too coarse for calls of a few
     microseconds); long ones sleep all but the last :data:`_SPIN_S` and spin the rest,
     because a process that spins for milliseconds on a busy machine is preempted and
     overshoots. On the CPU clock the whole wait is spun: a sleep costs no CPU time.
+
+    Example:
+        >>> import time
+        >>> def work():
+        ...     end = time.perf_counter() + 0.001
+        ...     while time.perf_counter() < end:
+        ...         pass
+        >>> slowed = _slowed_down(work, 0.5)
+        >>> start = time.perf_counter(); slowed(); 1.3e-3 < time.perf_counter() - start < 5e-3
+        True
     """
     clock = clock or time.perf_counter
-    sleeps = clock is time.perf_counter
 
-    def slowed() -> Any:
-        start = clock()
-        out = fn()
-        end = clock()
-        deadline = end + (end - start) * fraction
-        if sleeps and deadline - end > 2 * _SPIN_S:
-            time.sleep(deadline - end - _SPIN_S)
-        while clock() < deadline:
-            pass
-        return out
+    def make(
+        inner: Callable[[], Any], frac: float, overhead: float, tick: Callable[[], float]
+    ) -> Callable[[], Any]:
+        sleeps = tick is time.perf_counter
+
+        def slowed() -> Any:
+            start = tick()
+            out = inner()
+            end = tick()
+            deadline = end + (end - start) * frac - overhead
+            if sleeps and deadline - end > 2 * _SPIN_S:
+                time.sleep(deadline - end - _SPIN_S)
+            while tick() < deadline:
+                pass
+            return out
+
+        return slowed
+
+    on_clock = make(fn, fraction, _wrapper_cost(make, clock), clock)
+    if clock is time.perf_counter:
+        slowed = on_clock
+    else:
+        # a call of a few microseconds cannot afford CPU-clock readings (about 0.4 us
+        # each): after a first call that short, time and spin on the wall clock, which
+        # runs with the CPU clock while the process computes
+        quick = make(fn, fraction, _wrapper_cost(make, time.perf_counter), time.perf_counter)
+        chosen: list[Callable[[], Any]] = []
+
+        def slowed() -> Any:
+            if chosen:
+                return chosen[0]()
+            start = time.perf_counter()
+            out = on_clock()
+            chosen.append(quick if time.perf_counter() - start < _QUICK_S else on_clock)
+            return out
 
     slowed.__wrapped__ = fn  # type: ignore[attr-defined]
     return slowed
 
 
+def _wrapper_cost(
+    make: Callable[..., Callable[[], Any]],
+    clock: Callable[[], float],
+    calls: int = 200,
+) -> float:
+    """Seconds a call of the wrapper adds to a call of the bare function (best of 5)."""
+
+    def noop() -> None:
+        return None
+
+    wrapped = make(noop, 0.0, 0.0, clock)
+    best = math.inf
+    for _ in range(5):
+        t0 = clock()
+        for _ in range(calls):
+            wrapped()
+        t1 = clock()
+        for _ in range(calls):
+            noop()
+        t2 = clock()
+        best = min(best, ((t1 - t0) - (t2 - t1)) / calls)
+    return max(best, 0.0)
+
+
 _SPIN_S = 0.0005
 """The last stretch of an injected wait that is spun rather than slept."""
+
+_QUICK_S = 50e-6
+"""A CPU-clock case whose first call is shorter than this is slowed on the wall clock."""
 
 TIMERS: dict[str, str] = {"wall": "perf_counter", "cpu": "process_time"}
 """A case's ``timer`` → the function of :mod:`time` that times it (see :func:`clock_of`)."""
