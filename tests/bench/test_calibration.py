@@ -195,6 +195,23 @@ def test_analyse_pool_calibrates_from_run_spreads_and_holds_out_each_comparisons
     assert all(b.injected == 0.1 and b.detected >= 0.8 for b in quiet), md_table(cal)
     assert sum(b.detected for b in quiet) / len(quiet) >= 0.9, md_table(cal)
     assert all(b.injected == 0.0 for n, b in by_name.items() if "torchrl" in n)
+    # the slow-down the slowed runs really show: 10% on the quiet ones, ~0 on the twins
+    assert all(8 < b.achieved_pct < 12 for b in quiet), [b.achieved_pct for b in quiet]
+    twins = [b for n, b in by_name.items() if "torchrl" in n]
+    assert all(abs(b.achieved_pct) < 3 for b in twins)
+    assert "| injected | achieved | detected |" in md_table(cal)
+    assert read_calibration_from(cal).benchmarks == cal.benchmarks  # survives the file
+
+
+def read_calibration_from(cal):
+    import tempfile
+    from pathlib import Path
+
+    from rlpace.bench.calibration import read_calibration, write_calibration
+
+    with tempfile.TemporaryDirectory() as d:
+        json_path, _ = write_calibration(cal, Path(d))
+        return read_calibration(json_path)
 
 
 def test_noise_fractions_scale_with_the_runs_a_side():

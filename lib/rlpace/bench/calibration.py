@@ -38,6 +38,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import statistics
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -260,6 +261,11 @@ class BenchmarkNoise:
     process-to-process noise (NaN with fewer than three runs)."""
     runs: int = 0
     """Clean pool runs that measured this benchmark."""
+    achieved_pct: float = math.nan
+    """The slow-down the injection really caused, in % of time (slower = positive): the
+    median of the slowed runs' medians against the median of the clean runs' medians.
+    It can differ from ``injected``: a call of a microsecond cannot be slowed by less
+    than the injector's own clock readings, and noise moves it either way."""
 
     @property
     def noise_fraction(self) -> float:
@@ -422,6 +428,7 @@ def read_calibration(path: Path) -> Calibration:
             detected_raw=b.get("detected_raw"),
             run_spread_pct=num(b.get("run_spread_pct")),
             runs=int(b.get("runs") or 0),
+            achieved_pct=num(b.get("achieved_pct")),
         )
         for b in data["benchmarks"]
     )
@@ -695,6 +702,7 @@ def analyse_pool(
                 if row.fullname in store:
                     store[row.fullname].append(row.verdict is Verdict.WORSENED)
 
+    achieved = _achieved_slowdowns(clean, slow) if slow_n else {}
     benchmarks = []
     for n in names:
         gate, spread, mdc = final[n]
@@ -714,6 +722,7 @@ def analyse_pool(
                 detected_raw=_rate(detected_raw[n]) if slow_n else None,
                 run_spread_pct=spreads.get(n, (math.nan, 0))[0],
                 runs=spreads.get(n, (math.nan, 0))[1],
+                achieved_pct=achieved.get(n, math.nan),
             )
         )
     return Calibration(
@@ -734,6 +743,25 @@ def analyse_pool(
         draws=tuple((tuple(a), tuple(b)) for a, b in draws),
         slow_pool=slow_n,
     )
+
+
+def _achieved_slowdowns(clean: Sequence[Any], slow: Sequence[Any]) -> dict[str, float]:
+    """Per benchmark, % more time a call took in the slowed runs (medians of run medians)."""
+
+    def run_medians(frames: Sequence[Any]) -> dict[str, list[float]]:
+        out: dict[str, list[float]] = {}
+        for frame in frames:
+            for name, median in zip(frame["fullname"], frame["median"], strict=True):
+                if math.isfinite(float(median)) and float(median) > 0:
+                    out.setdefault(name, []).append(float(median))
+        return out
+
+    base, slowed = run_medians(clean), run_medians(slow)
+    return {
+        n: (statistics.median(slowed[n]) / statistics.median(base[n]) - 1) * 100
+        for n in base
+        if n in slowed
+    }
 
 
 def _rate(hits: list[bool]) -> float | None:
@@ -794,8 +822,8 @@ def format_calibration(calibration: Calibration) -> str:
     header = "| benchmark | A/A spread | noise gate | MDC (80% power) | A/A flagged |"
     sep = "| --- | ---: | ---: | ---: | ---: |"
     if c.inject:
-        header += " injected | detected | detected (no calibration) |"
-        sep += " ---: | ---: | ---: |"
+        header += " injected | achieved | detected | detected (no calibration) |"
+        sep += " ---: | ---: | ---: | ---: |"
     lines += ["", header, sep]
     for b in c.benchmarks:
         row = (
@@ -805,6 +833,7 @@ def format_calibration(calibration: Calibration) -> str:
         if c.inject:
             det = "–" if b.detected is None else f"{b.detected:.0%}"
             raw = "–" if b.detected_raw is None else f"{b.detected_raw:.0%}"
-            row += f" {_pct(100 * b.injected, 0)} | {det} | {raw} |"
+            achieved = _pct(b.achieved_pct, 0) if b.injected else "–"
+            row += f" {_pct(100 * b.injected, 0)} | {achieved} | {det} | {raw} |"
         lines.append(row)
     return "\n".join(lines) + "\n"
