@@ -200,3 +200,26 @@ def test_direct_chain_refuses_what_it_cannot_run_as_is():
     assert DirectChain.plan(hooked) is None  # a hook would be skipped
     mixed = nn.Sequential(nn.Linear(2, 2), Custom())
     assert DirectChain.plan(mixed).steps[1] == (None, mixed[1])  # called as a module
+
+
+def test_a_network_without_a_chain_is_registered_once():
+    net = nn.Sequential(nn.Linear(3, 2))
+    net[0].register_forward_hook(lambda *a: None)  # no direct chain: the module is called
+    policy = OneHotCategoricalPolicy(net)
+    assert policy._chain is None
+    assert list(policy.state_dict()) == ["net.0.weight", "net.0.bias"]
+    from tensordict import TensorDict
+
+    out = policy(TensorDict({"observation": torch.zeros(4, 3)}, [4]))
+    assert out["action"].shape == (4, 2)
+
+
+def test_a_global_module_hook_turns_the_direct_chain_off():
+    from torch.nn.modules.module import register_module_forward_hook
+
+    handle = register_module_forward_hook(lambda *a: None)
+    try:
+        assert DirectChain.plan(nn.Sequential(nn.Linear(2, 2))) is None
+    finally:
+        handle.remove()
+    assert DirectChain.plan(nn.Sequential(nn.Linear(2, 2))) is not None

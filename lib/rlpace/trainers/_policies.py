@@ -39,6 +39,13 @@ def _has_hooks(module: nn.Module) -> bool:
     )
 
 
+def _global_hooks() -> bool:
+    from torch.nn.modules import module as module_lib
+
+    names = ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks")
+    return any(getattr(module_lib, name, None) for name in names)
+
+
 class DirectChain:
     """Runs a chain of ``nn.Sequential`` layers as direct calls, for inference.
 
@@ -46,7 +53,8 @@ class DirectChain:
     ``Tanh`` / ``Sigmoid`` their tensor functions, and any other layer is called as it is.
     Nested ``nn.Sequential`` and single-output torchrl ``MLP`` are flattened. The layers
     are shared, not copied, so weight updates and ``.to()`` apply at once; module hooks
-    would be skipped, so :meth:`plan` refuses a network that has any.
+    would be skipped, so :meth:`plan` refuses a network that has any (its own or global
+    ones registered when it plans; a hook added later is not seen).
 
     Example:
         >>> net = nn.Sequential(nn.Linear(3, 8), nn.ReLU(), nn.Linear(8, 2))
@@ -84,6 +92,8 @@ class DirectChain:
             return True
 
         if type(net) is not nn.Sequential and type(net) is not MLP:
+            return None
+        if _global_hooks():
             return None
         return cls(steps) if walk(net) else None
 
@@ -134,11 +144,11 @@ class OneHotCategoricalPolicy(nn.Module):
         self.in_key = in_key
         self.logits_key, self.action_key, self.log_prob_key = out_keys
         self.action_dtype = action_dtype
-        self._run = DirectChain.plan(net) or net
+        self._chain = DirectChain.plan(net)  # not a module: the net is registered once
 
     def forward(self, td: TensorDictBase) -> TensorDictBase:
         """Write logits, action and log-probability into ``td`` and return it."""
-        logits = self._run(td.get(self.in_key))
+        logits = (self._chain or self.net)(td.get(self.in_key))
         n = logits.shape[-1]
         mode = interaction_type()
         if mode is None or mode == InteractionType.RANDOM:
@@ -203,14 +213,14 @@ class TanhNormalPolicy(nn.Module):
         self.register_buffer("half_range", (high - low) / 2, persistent=False)
         shift = (self.half_range.log() + _LOG_SQRT_2PI + 2 * _LOG_2).sum(-1)
         self.register_buffer("log_prob_shift", shift, persistent=False)
-        self._run = DirectChain.plan(net) or net
+        self._chain = DirectChain.plan(net)  # not a module: the net is registered once
 
     def forward(self, td: TensorDictBase) -> TensorDictBase:
         """Write loc, scale, action and log-probability into ``td`` and return it."""
         mode = interaction_type()
         if mode is not None and mode != InteractionType.RANDOM and self.actor is not None:
             return self.actor(td)
-        loc, scale = self._run(td.get(self.in_key))
+        loc, scale = (self._chain or self.net)(td.get(self.in_key))
         # loc + N(0, 1) * scale, drawn as torch.distributions.Normal.rsample draws it
         pre_tanh = torch.randn_like(loc).mul_(scale).add_(loc)
         lim = 1.0 - torch.finfo(pre_tanh.dtype).resolution
