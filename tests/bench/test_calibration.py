@@ -6,6 +6,7 @@ import json
 import math
 import statistics
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -201,6 +202,44 @@ def test_analyse_pool_calibrates_from_run_spreads_and_holds_out_each_comparisons
     assert all(abs(b.achieved_pct) < 3 for b in twins)
     assert "| injected | achieved | detected |" in md_table(cal)
     assert read_calibration_from(cal).benchmarks == cal.benchmarks  # survives the file
+
+    # the detection summary: the quiet benchmarks qualify at 90% power (their MDC is
+    # far below the 10% they got), the jumpy ones and the twins do not
+    power = cal.detection_power(0.9)
+    assert {name for name, *_ in power.rows} == {b.fullname for b in quiet}, md_table(cal)
+    for name, mdc, achieved, rate in power.rows:
+        bench = by_name[name]
+        assert bench.mdc_pct < mdc <= achieved == bench.achieved_pct and rate == bench.detected
+    assert power.comparisons == 12 and power.trials == 12 * len(quiet)
+    assert power.hits == round(sum(b.detected for b in quiet) * 12)
+    assert "detection at 90% power" in md_table(cal) and "| MDC (90% power) |" in md_table(cal)
+    # a stricter family alpha widens every gate
+    strict = analyse_pool(replace(config, family_alpha=0.01), clean, slow)
+    assert all(
+        s.gate_pct >= b.gate_pct for s, b in zip(strict.benchmarks, cal.benchmarks, strict=True)
+    )
+    assert sum(s.gate_pct for s in strict.benchmarks) > sum(b.gate_pct for b in cal.benchmarks)
+
+
+def test_false_alarm_bound_and_an_empty_detection_summary():
+    from rlpace.bench.calibration import BenchmarkNoise
+
+    noisy = BenchmarkNoise("a", 20, (1.0,), 0, 8.0, 30.0, 40.0, 30.0, injected=0.1,
+                           detected=0.2, achieved_pct=10.0)  # fmt: skip
+    cal = Calibration(
+        "cpu", 20, 2, 40, 5.0, 0.05, 0.05, 0.1, 0.0, (noisy,), inject="test_=0.1", slow_pool=4
+    )
+    # no alarm in 20 held-out comparisons still allows 13.9% at 95% confidence
+    assert cal.held_out_alarms == 0 and math.isclose(cal.false_alarm_bound(), 1 - 0.05 ** (1 / 20))
+    assert cal.detection_power().rows == () and math.isnan(cal.detection_power().rate)
+    assert "no benchmark qualifies" in format_calibration(cal)
+    assert "(0 of 20; 95% upper bound 14%)" in format_calibration(cal)
+    unmeasured = replace(cal, false_alarm_rate_calibrated=math.nan)
+    assert math.isnan(unmeasured.false_alarm_bound()) and "upper bound" not in format_calibration(
+        unmeasured
+    )
+    with pytest.raises(BenchInputError, match="--family-alpha: expected a probability"):
+        CalibrationConfig(family_alpha=5)
 
 
 def read_calibration_from(cal):

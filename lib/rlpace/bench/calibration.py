@@ -53,7 +53,9 @@ __all__ = [
     "BenchmarkNoise",
     "Calibration",
     "CalibrationConfig",
+    "DetectionPower",
     "analyse_pool",
+    "detectable_change",
     "noise_gate",
     "read_calibration",
     "run_calibration",
@@ -65,6 +67,8 @@ CALIBRATION_VERSION = 2
 READABLE_VERSIONS = (1, 2)
 """Version 1 lacks the run spreads (read as NaN); its gates are used as they are."""
 POWER = 0.8
+DETECTION_POWER = 0.9
+"""The power the detection summary is judged at (the issue's 90% target)."""
 
 
 def _slowdown_fraction(gate_pct: float) -> float:
@@ -143,8 +147,25 @@ def noise_gate(
     else:
         z = float(norm.ppf(level))
     gate = max(z * spread, max(abs(c) for c in values))
-    mdc = max(gate, threshold) + float(norm.ppf(power)) * spread
-    return gate, spread, mdc
+    return gate, spread, detectable_change(gate, spread, threshold=threshold, power=power)
+
+
+def detectable_change(
+    gate_pct: float, spread_pct: float, *, threshold: float = 5.0, power: float = POWER
+) -> float:
+    """The smallest true change (%) flagged with probability ``power``: it must clear
+    the gate and the threshold, and the A/A change scatters around it with
+    ``spread_pct``, so ``max(gate, threshold) + z_power × spread``.
+
+    Example:
+        >>> round(detectable_change(8.0, 2.0, power=0.8), 2), round(detectable_change(8.0, 2.0, power=0.9), 2)
+        (9.68, 10.56)
+    """
+    from scipy.stats import norm
+
+    if not 0 < power < 1:
+        raise BenchInputError(f"power: expected a probability in (0, 1), got {power!r}")
+    return max(gate_pct, threshold) + float(norm.ppf(power)) * spread_pct
 
 
 @dataclass(frozen=True)
@@ -193,6 +214,11 @@ class CalibrationConfig:
         if self.runs < 1 or self.repeats < 1:
             raise BenchInputError(
                 f"--runs and --repeats: expected integers >= 1, got {self.runs} and {self.repeats}"
+            )
+        if not (isinstance(self.family_alpha, int | float) and 0 < self.family_alpha < 1):
+            raise BenchInputError(
+                f"--family-alpha: expected a probability in (0, 1) (0.05 = one A/A run in "
+                f"20 may flag something), got {self.family_alpha!r}"
             )
         if self.slow_pool is not None and self.slow_pool < self.repeats:
             raise BenchInputError(
@@ -279,6 +305,43 @@ class BenchmarkNoise:
 
 
 @dataclass(frozen=True)
+class DetectionPower:
+    """How often an injected slow-down was flagged, on the benchmarks whose calibrated
+    noise allows it: those whose minimal detectable change at ``power`` is at most the
+    slow-down they really got (:attr:`BenchmarkNoise.achieved_pct`). By construction
+    each should be flagged in at least a ``power`` share of the clean-vs-slowed
+    comparisons; :attr:`rate` says whether the calibration keeps that promise.
+
+    Example:
+        >>> d = DetectionPower(0.9, 16, (("a", 9.0, 11.0, 1.0), ("b", 10.0, 12.0, 0.75)))
+        >>> d.hits, d.trials, d.rate
+        (28, 32, 0.875)
+    """
+
+    power: float
+    """The power the eligible benchmarks' minimal detectable change is taken at."""
+    comparisons: int
+    """Clean-vs-slowed comparisons per benchmark."""
+    rows: tuple[tuple[str, float, float, float], ...]
+    """Per eligible benchmark: ``(fullname, mdc at power %, achieved %, detected rate)``."""
+
+    @property
+    def hits(self) -> int:
+        """Comparisons, over all eligible benchmarks, that flagged the slow-down."""
+        return sum(round(rate * self.comparisons) for *_, rate in self.rows)
+
+    @property
+    def trials(self) -> int:
+        """Comparisons over all eligible benchmarks."""
+        return self.comparisons * len(self.rows)
+
+    @property
+    def rate(self) -> float:
+        """Pooled detection rate, NaN without an eligible benchmark."""
+        return self.hits / self.trials if self.trials else math.nan
+
+
+@dataclass(frozen=True)
 class Calibration:
     """An A/A calibration of one set on one machine.
 
@@ -357,6 +420,52 @@ class Calibration:
             for b in self.benchmarks
             if math.isfinite(b.run_spread_pct) and b.runs >= 3
         }
+
+    @property
+    def held_out_alarms(self) -> int:
+        """A/A comparisons that flagged anything with calibrated noise (held out)."""
+        if not math.isfinite(self.false_alarm_rate_calibrated):
+            return 0
+        return round(self.false_alarm_rate_calibrated * self.runs)
+
+    def false_alarm_bound(self, confidence: float = 0.95) -> float:
+        """Upper bound of the held-out false-alarm rate at ``confidence``
+        (:func:`rlpace.bench.stats.binomial_upper_bound` over :attr:`runs` comparisons;
+        comparisons that share pool runs are not independent, so it is a guide, not a
+        guarantee). NaN when the held-out rate was not measured.
+
+        Example:
+            >>> cal = Calibration("cpu", 16, 2, 16, 5.0, 0.05, 0.05, 0.0, 1 / 16, ())
+            >>> cal.held_out_alarms, round(cal.false_alarm_bound(), 3)
+            (1, 0.264)
+        """
+        from rlpace.bench.stats import binomial_upper_bound
+
+        if not math.isfinite(self.false_alarm_rate_calibrated):
+            return math.nan
+        return binomial_upper_bound(self.held_out_alarms, self.runs, confidence)
+
+    def detection_power(self, power: float = 0.9) -> DetectionPower:
+        """The injected slow-down's detection on the benchmarks whose noise allows it
+        at ``power`` (see :class:`DetectionPower`); empty without an injection.
+
+        Example:
+            >>> b = BenchmarkNoise("a", 4, (1.0,), 0, 1.0, 4.0, 7.0, 2.0, injected=0.1,
+            ...                    detected=0.75, achieved_pct=10.0)
+            >>> cal = Calibration("cpu", 4, 2, 8, 5.0, 0.05, 0.05, 0.0, 0.0, (b,), slow_pool=2)
+            >>> d = cal.detection_power(0.9)
+            >>> [(n, round(m, 2)) for n, m, *_ in d.rows], d.rate
+            ([('a', 6.28)], 0.75)
+        """
+        rows = []
+        for b in self.benchmarks:
+            if not (b.injected and b.detected is not None and math.isfinite(b.achieved_pct)):
+                continue
+            mdc = detectable_change(b.gate_pct, b.spread_pct, threshold=self.threshold, power=power)
+            if math.isfinite(mdc) and mdc <= b.achieved_pct:
+                rows.append((b.fullname, mdc, b.achieved_pct, float(b.detected)))
+        comparisons = len(self.draws) if self.draws else self.runs
+        return DetectionPower(power, comparisons if self.slow_pool else 0, tuple(rows))
 
     def to_dict(self) -> dict[str, Any]:
         """The versioned JSON form (NaN becomes None)."""
@@ -796,6 +905,29 @@ def _pct(x: float | None, digits: int = 1) -> str:
     return "n/a" if x is None or not math.isfinite(x) else f"{x:.{digits}f}%"
 
 
+def _detection_lines(d: DetectionPower) -> list[str]:
+    """The summary lines of a :class:`DetectionPower`, with a table of its benchmarks."""
+    head = (
+        f"- detection at {d.power:.0%} power (benchmarks whose minimal detectable change "
+        f"at {d.power:.0%} power is at most the slow-down they really got): "
+    )
+    if not d.rows:
+        return [head + "no benchmark qualifies"]
+    lowest = min(d.rows, key=lambda r: r[3])
+    out = [
+        head + f"**{d.rate:.0%}** ({d.hits} of {d.trials} comparisons over {len(d.rows)} "
+        f"benchmarks; lowest {lowest[3]:.0%}, `{lowest[0].rsplit('::', 1)[-1]}`)",
+        "",
+        f"| benchmark | MDC ({d.power:.0%} power) | achieved | detected |",
+        "| --- | ---: | ---: | ---: |",
+    ]
+    out += [
+        f"| `{name.rsplit('::', 1)[-1]}` | {_pct(mdc)} | {_pct(achieved)} | {rate:.0%} |"
+        for name, mdc, achieved, rate in sorted(d.rows, key=lambda r: r[1])
+    ]
+    return out
+
+
 def format_calibration(calibration: Calibration) -> str:
     """A markdown summary of a calibration: the rates, then one row per benchmark.
 
@@ -814,11 +946,18 @@ def format_calibration(calibration: Calibration) -> str:
         f"{_pct(100 * c.bare_threshold_share, 0)} of benchmarks per run",
         f"- runs flagging anything, comparator alone: **{c.false_alarm_rate:.0%}**",
         f"- runs flagging anything, with calibrated noise (held out): "
-        f"**{_pct(100 * c.false_alarm_rate_calibrated, 0)}**",
+        f"**{_pct(100 * c.false_alarm_rate_calibrated, 0)}**"
+        + (
+            f" ({c.held_out_alarms} of {c.runs}; 95% upper bound "
+            f"{_pct(100 * c.false_alarm_bound(), 0)})"
+            if math.isfinite(c.false_alarm_rate_calibrated)
+            else ""
+        ),
         f"- threshold {c.threshold:g}%, FDR alpha {c.alpha:g}, family alpha {c.family_alpha:g}",
     ]
     if c.inject:
         lines.append(f"- injected slowdown for detection power: `{c.inject}`")
+        lines += _detection_lines(c.detection_power(DETECTION_POWER))
     header = "| benchmark | A/A spread | noise gate | MDC (80% power) | A/A flagged |"
     sep = "| --- | ---: | ---: | ---: | ---: |"
     if c.inject:

@@ -25,6 +25,7 @@ from scipy import stats as _sp
 __all__ = [
     "benjamini_hochberg",
     "better_pct",
+    "binomial_upper_bound",
     "bootstrap_ratio_ci",
     "fit_variance_prior",
     "log_run_variance",
@@ -463,3 +464,26 @@ def benjamini_hochberg(p_values: Sequence[float] | np.ndarray) -> np.ndarray:
     out[order] = np.clip(ranked, 0.0, 1.0)
     q[ok] = out
     return q
+
+
+def binomial_upper_bound(hits: int, trials: int, confidence: float = 0.95) -> float:
+    """One-sided Clopper–Pearson upper bound of a rate seen as ``hits`` of ``trials``.
+
+    What a measured false-alarm rate can be trusted to stay under: no alarm in 16 A/A
+    runs still allows a true rate of 17% at 95% confidence. NaN without trials.
+
+    Example:
+        >>> round(binomial_upper_bound(0, 16), 3), round(binomial_upper_bound(1, 28), 3)
+        (0.171, 0.159)
+        >>> binomial_upper_bound(5, 5)
+        1.0
+    """
+    if not (0 < confidence < 1):
+        raise ValueError(f"confidence: expected a probability in (0, 1), got {confidence!r}")
+    if trials <= 0:
+        return math.nan
+    if not 0 <= hits <= trials:
+        raise ValueError(f"hits: expected 0 <= hits <= trials = {trials}, got {hits!r}")
+    if hits == trials:
+        return 1.0
+    return float(_sp.beta.ppf(confidence, hits + 1, trials - hits))

@@ -34,6 +34,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threshold", type=float, default=5.0, help="effect threshold in %%")
     parser.add_argument("--alpha", type=float, default=0.05, help="false discovery rate")
     parser.add_argument(
+        "--family-alpha",
+        type=float,
+        default=0.05,
+        help="target chance that an A/A PR run flags anything; sets the noise gates "
+        "(default 0.05; 0.01 for the stricter goal, at wider gates)",
+    )
+    parser.add_argument(
         "--inject",
         default=None,
         help="slowdown for detection power, RLPACE_BENCH_SLOWDOWN syntax, e.g. 'test_=0.1'",
@@ -70,6 +77,7 @@ def main(args: argparse.Namespace) -> int:
         keyword=args.keyword,
         threshold=args.threshold,
         alpha=args.alpha,
+        family_alpha=args.family_alpha,
         inject=args.inject,
         out_dir=Path(args.out_dir),
         settings=settings,
