@@ -21,8 +21,11 @@ runs when the pool holds ``2 × repeats × runs`` of them, the default). From th
 - with ``inject`` (an :data:`~rlpace.bench.suite.SLOWDOWN_ENV` spec), a second pool
   (``slow_pool`` runs) runs with that slowdown and each injected benchmark's
   **detection rate** is the fraction of comparisons (clean vs slowed) that flag it as
-  worsened. Inject into rlpace's rows only (``'test_=0.1,*[torchrl*=0'``): the
-  torchrl twins are the negative controls.
+  worsened, each judged by a calibration without its clean runs. Inject into rlpace's
+  rows only (``'test_=0.1,*[torchrl*=0'``): the torchrl twins are the negative
+  controls. :meth:`Calibration.detection_power` checks the promise of the minimal
+  detectable change: benchmarks whose MDC at 90% power is at most the slow-down they
+  really got should be flagged at least 90% of the time.
 
 The figures come from :class:`Calibration`, written versioned to ``<set>.json``; the
 ``pr`` command reads its noise with ``--noise``.
@@ -279,7 +282,9 @@ class BenchmarkNoise:
     injected: float = 0.0
     """Injected slowdown fraction for the detection runs (0 when none)."""
     detected: float | None = None
-    """Fraction of clean-vs-slowed comparisons flagging it worsened, calibrated noise on."""
+    """Fraction of clean-vs-slowed comparisons flagging it worsened, calibrated noise on
+    (held out like the A/A figure: each judged by a calibration without its clean runs,
+    when there are three or more comparisons)."""
     detected_raw: float | None = None
     """The same without calibrated noise."""
     run_spread_pct: float = math.nan
@@ -783,20 +788,19 @@ def analyse_pool(
     def as_noise(g: Mapping[str, tuple[float, float, float]]) -> dict[str, float]:
         return {n: _slowdown_fraction(v[0]) for n, v in g.items() if math.isfinite(v[0])}
 
+    # each comparison is judged by a calibration without its own clean runs (the held
+    # out one), so neither figure is flattered by fitting the data it judges
     held_out = 0
-    if config.runs >= 3:
-        for i, (a, b) in enumerate(draws):
-            held_spreads = spreads_without(i)
-            judged = compare(
-                side("clean", a),
-                side("clean", b),
-                as_noise(gates(held_spreads, exclude=i)),
-                priors(held_spreads),
-            )
-            held_out += any(r.verdict in flagged_kinds for r in judged.rows)
-        false_alarms_calibrated = held_out / len(draws)
-    else:
-        false_alarms_calibrated = math.nan
+    held: list[tuple[dict[str, float], dict[str, tuple[float, int]]] | None] = []
+    for i, (a, b) in enumerate(draws):
+        if config.runs < 3:
+            held.append(None)
+            continue
+        held_spreads = spreads_without(i)
+        held.append((as_noise(gates(held_spreads, exclude=i)), priors(held_spreads)))
+        judged = compare(side("clean", a), side("clean", b), *held[i])
+        held_out += any(r.verdict in flagged_kinds for r in judged.rows)
+    false_alarms_calibrated = held_out / len(draws) if config.runs >= 3 else math.nan
     spreads = run_spreads(clean)
     final = gates(spreads)
     noise = as_noise(final)
@@ -804,9 +808,10 @@ def analyse_pool(
     detected: dict[str, list[bool]] = {n: [] for n in names}
     detected_raw: dict[str, list[bool]] = {n: [] for n in names}
     all_priors = priors(spreads)
-    for (a, _), slowed in zip(draws, slow_draws):
-        for store, nz, pr in ((detected, noise, all_priors), (detected_raw, None, None)):
-            result = compare(side("clean", a), side("slow", slowed), nz, pr)
+    for i, ((a, _), slowed) in enumerate(zip(draws, slow_draws)):
+        calibrated = held[i] if held[i] is not None else (noise, all_priors)
+        for store, judge in ((detected, calibrated), (detected_raw, (None, None))):
+            result = compare(side("clean", a), side("slow", slowed), *judge)
             for row in result.rows:
                 if row.fullname in store:
                     store[row.fullname].append(row.verdict is Verdict.WORSENED)
