@@ -63,6 +63,13 @@ def test_noise_gate_is_bonferroni_wide_and_never_below_what_was_seen():
     narrow, _, _ = noise_gate([1.0, -1.0, 0.5, -0.5], n_benchmarks=1)
     assert wide > narrow
     assert all(math.isnan(x) for x in noise_gate([1.0], n_benchmarks=1))
+    # a spread known from the pool needs no A/A change of its own (a held-out gate whose
+    # every comparison shares runs with the judged one)
+    alone, spread, _ = noise_gate([], n_benchmarks=20, spread_pct=2.0, spread_df=19)
+    assert (
+        spread == 2.0
+        and alone == noise_gate([0.1], n_benchmarks=20, spread_pct=2.0, spread_df=19)[0]
+    )
 
 
 def test_config_rejects_a_pool_smaller_than_one_comparison():
@@ -266,3 +273,40 @@ def test_noise_fractions_scale_with_the_runs_a_side():
         cal.noise_fractions(repeats=0)
     with pytest.raises(BenchInputError, match="--slow-pool: expected at least repeats = 2"):
         CalibrationConfig(repeats=2, inject="test_=0.1", slow_pool=1)
+
+
+def test_a_held_out_gate_does_not_see_the_judged_runs_through_other_comparisons():
+    import numpy as np
+
+    from rlpace.bench.calibration import analyse_pool
+    from rlpace.bench.results import results_from_records
+
+    # one benchmark, quiet between processes except run 0, which is 40% slower: every
+    # comparison holding run 0 should be flagged by a calibration that has not seen it
+    rng = np.random.default_rng(3)
+    pool = []
+    for run in range(12):
+        center = 1e-3 * np.exp(rng.normal(0, 0.005)) * (1.4 if run == 0 else 1.0)
+        data = center * np.exp(rng.normal(0, 0.01, 40))
+        pool.append(results_from_records([{"fullname": "a", "data": data.tolist()}]))
+    config = CalibrationConfig(runs=12, repeats=1, pool=12)
+    cal = analyse_pool(config, pool)
+    with_outlier = [i for i, (a, b) in enumerate(cal.draws) if 0 in a or 0 in b]
+    assert 1 <= len(with_outlier) < 12
+    # other comparisons holding run 0 show the same change; a held-out gate that saw
+    # them ("never below the largest change seen") would be as wide as the change
+    assert cal.false_alarm_rate_calibrated == len(with_outlier) / 12, md_table(cal)
+    # the final calibration has seen run 0 and is wide enough for it, in log units: a
+    # 40% slower run is a 28.6% drop of throughput and a 33.6 log change
+    assert cal.benchmarks[0].gate_pct >= 100 * math.log(1.4) - 1
+    assert min(cal.benchmarks[0].changes_pct) < -25  # stored as % of throughput
+    redone = analyse_pool(config, pool)
+    assert redone.false_alarm_rate_calibrated == cal.false_alarm_rate_calibrated
+
+
+def test_held_out_comparisons_share_no_runs_with_the_gate_they_are_judged_by():
+    from rlpace.bench.calibration import _sharing
+
+    draws = [((0, 1), (2, 3)), ((4, 5), (6, 7)), ((1, 8), (9, 4)), ((10, 11), (12, 13))]
+    assert _sharing(draws, 0) == {0, 2} and _sharing(draws, 1) == {1, 2}
+    assert _sharing(draws, 2) == {0, 1, 2} and _sharing(draws, 3) == {3}

@@ -98,7 +98,9 @@ def noise_gate(
     """Noise gate, spread and minimal detectable change of one benchmark, in percent.
 
     Args:
-        changes_pct: the benchmark's change in each A/A comparison (%).
+        changes_pct: the benchmark's change in each A/A comparison as a log change
+            × 100 (the unit of the gate; 1.0 is about 1%); may be empty when
+            ``spread_pct`` is given (the gate is then ``z × spread`` alone).
         n_benchmarks: benchmarks in the suite (Bonferroni over all of them).
         family_alpha: the chance, per PR run, of flagging anything in an A/A run.
         threshold: the comparator's effect threshold (%).
@@ -128,8 +130,6 @@ def noise_gate(
 
     values = [c for c in changes_pct if math.isfinite(c)]
     if spread_pct is not None and math.isfinite(spread_pct):
-        if not values:
-            return math.nan, math.nan, math.nan
         spread = spread_pct
     elif len(values) < 2:
         return math.nan, math.nan, math.nan
@@ -149,7 +149,7 @@ def noise_gate(
         z = float(student_t.ppf(level, spread_df))
     else:
         z = float(norm.ppf(level))
-    gate = max(z * spread, max(abs(c) for c in values))
+    gate = max([z * spread, *(abs(c) for c in values)])
     return gate, spread, detectable_change(gate, spread, threshold=threshold, power=power)
 
 
@@ -771,11 +771,11 @@ def analyse_pool(
         return {n: _process_prior(sp, k) for n, (sp, k) in spreads.items() if math.isfinite(sp)}
 
     def gates(
-        spreads: Mapping[str, tuple[float, int]], exclude: int | None = None
+        spreads: Mapping[str, tuple[float, int]], exclude: set[int] = frozenset()
     ) -> dict[str, tuple[float, float, float]]:
         return {
             n: noise_gate(
-                [c for i, c in enumerate(changes[n]) if i != exclude],
+                [_log_pct(c) for i, c in enumerate(changes[n]) if i not in exclude],
                 n_benchmarks=len(names),
                 family_alpha=config.family_alpha,
                 threshold=config.threshold,
@@ -797,7 +797,8 @@ def analyse_pool(
             held.append(None)
             continue
         held_spreads = spreads_without(i)
-        held.append((as_noise(gates(held_spreads, exclude=i)), priors(held_spreads)))
+        # the gate's "largest change seen" must not see this comparison's runs either
+        held.append((as_noise(gates(held_spreads, _sharing(draws, i))), priors(held_spreads)))
         judged = compare(side("clean", a), side("clean", b), *held[i])
         held_out += any(r.verdict in flagged_kinds for r in judged.rows)
     false_alarms_calibrated = held_out / len(draws) if config.runs >= 3 else math.nan
@@ -857,6 +858,28 @@ def analyse_pool(
         draws=tuple((tuple(a), tuple(b)) for a, b in draws),
         slow_pool=slow_n,
     )
+
+
+def _sharing(draws: Sequence[tuple[Sequence[int], Sequence[int]]], i: int) -> set[int]:
+    """The comparisons that use any pool run of comparison ``i`` (``i`` included).
+
+    Example:
+        >>> sorted(_sharing([((0,), (1,)), ((2,), (3,)), ((1,), (4,))], 0))
+        [0, 2]
+    """
+    runs = set(draws[i][0]) | set(draws[i][1])
+    return {j for j, (a, b) in enumerate(draws) if runs & (set(a) | set(b))}
+
+
+def _log_pct(better_pct: float) -> float:
+    """A change in % of throughput (positive = faster) as a log change × 100, the unit
+    of the run spreads and the gates: a 28.6% drop and a 40% rise are both 33.6.
+
+    Example:
+        >>> round(_log_pct(-28.571), 1), round(_log_pct(40.0), 1)
+        (-33.6, 33.6)
+    """
+    return math.log1p(better_pct / 100) * 100 if better_pct > -100 else math.inf
 
 
 def _achieved_slowdowns(clean: Sequence[Any], slow: Sequence[Any]) -> dict[str, float]:
