@@ -23,6 +23,7 @@ from rlpace.bench.pipeline import (
     prepare_base_python,
     requirements_hash,
 )
+from rlpace.bench.stats import binomial_upper_bound
 
 SUITE_PLUGIN = Path(__file__).resolve().parents[1] / "benchmarks" / "conftest.py"
 CASES = """from rlpace.bench.suite import Timed, case
@@ -171,8 +172,30 @@ def test_config_rejects_bad_input():
     assert quick.effective_repeats == 2 and quick.effective_keyword == "(rb) and not torchrl"
 
 
+def _checked_in_calibration(repo: Path) -> None:
+    """A calibration as ``aa`` writes it, from a machine with 999 CPUs: the steady case
+    wide (it drifts between processes under load), the touched one narrow."""
+    from rlpace.bench.calibration import BenchmarkNoise, Calibration, write_calibration
+
+    def noise(name: str, spread: float) -> BenchmarkNoise:
+        return BenchmarkNoise(
+            f"tests/benchmarks/test_tiny.py::{name}", 12, (0.0,), 0, spread, 5 * spread,
+            6 * spread, spread, injected=0.1, detected=0.75, run_spread_pct=spread, runs=12,
+            achieved_pct=10.0,
+        )  # fmt: skip
+
+    cal = Calibration(
+        "cpu", 12, 2, 12, 5.0, 0.05, 0.05, 0.0, 1 / 12,
+        (noise("test_steady", 10.0), noise("test_touched", 1.0)),
+        inject="test_=0.1", environment={"cpu_count": 999}, slow_pool=4,
+        created="2026-11-30T15:00:00",
+    )  # fmt: skip
+    write_calibration(cal, repo / "reports" / "calibration")
+
+
 def test_pr_flags_the_slowed_case_and_only_it(tiny_repo, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tiny_repo)
+    _checked_in_calibration(tiny_repo)
     code = cli_main(
         ["pr", "--base", "HEAD~1", "--sets", "cpu,gpu", "--repeats", "2", "--max-time", "0.05"]
         + ["--threshold", "25", "--cache-dir", str(tmp_path / "cache")]
@@ -194,6 +217,18 @@ def test_pr_flags_the_slowed_case_and_only_it(tiny_repo, tmp_path, monkeypatch, 
     for name in ("cpu.md", "cpu.seed.md"):
         text = (out_dir / name).read_text()
         assert "<!--" in text and "test_touched" in text
+    # the comment says which calibration judged it, what it promises, and that it was
+    # measured on another kind of machine
+    note = data["calibration"]
+    assert note["source"] == "reports/calibration/cpu.json" and note["pool"] == 12
+    assert (note["held_out_alarms"], note["held_out_runs"]) == (1, 12)
+    assert note["detection_benchmarks"] == 1 and note["detection_rate"] == 0.75
+    assert list(note["mismatch"]) == ["cpu_count"] and note["mismatch"]["cpu_count"][0] == 999
+    comment = (out_dir / "cpu.md").read_text()
+    assert "Calibrated noise: `reports/calibration/cpu.json` (12 A/A runs, 2026-11-30)" in comment
+    assert f"in 1 of 12 (at most {binomial_upper_bound(1, 12):.0%} at 95% confidence)" in comment
+    assert "flagged in 75% of 12 comparisons on the 1 benchmark whose noise" in comment
+    assert "another machine (cpu_count: 999 there" in comment and "rlpace-bench aa" in comment
     gpu = (out_dir / "gpu.md").read_text()
     assert "Skipped: no CUDA device" in gpu
     assert json.loads((out_dir / "gpu.json").read_text())["skipped"].startswith("no CUDA")

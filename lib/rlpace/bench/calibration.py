@@ -56,9 +56,12 @@ __all__ = [
     "BenchmarkNoise",
     "Calibration",
     "CalibrationConfig",
+    "CalibrationNote",
     "DetectionPower",
     "analyse_pool",
+    "calibration_note",
     "detectable_change",
+    "machine_environment",
     "noise_gate",
     "read_calibration",
     "run_calibration",
@@ -381,6 +384,8 @@ class Calibration:
     """Where the pool's result files are (``clean-<i>.json``, ``slow-<i>.json``)."""
     slow_pool: int = 0
     """Slowed runs in the detection pool (0 without ``inject``)."""
+    created: str = ""
+    """When the pool's first run started (ISO 8601), empty when unknown."""
 
     def noise_fractions(self, repeats: int | None = None) -> dict[str, float]:
         """``fullname → gate`` as fractions, the ``noise`` argument of ``compare_runs``.
@@ -564,6 +569,7 @@ def read_calibration(path: Path) -> Calibration:
         draws=tuple((tuple(a), tuple(b)) for a, b in data.get("draws", [])),
         runs_dir=data.get("runs_dir", ""),
         slow_pool=int(data.get("slow_pool") or 0),
+        created=str(data.get("created") or ""),
     )
 
 
@@ -661,7 +667,9 @@ def run_calibration(
         frames["slow"],
         environment=_environment_of(runs_dir / "clean-0.json"),
     )
-    calibration = replace(calibration, runs_dir=str(runs_dir))
+    calibration = replace(
+        calibration, runs_dir=str(runs_dir), created=_started_at(runs_dir / "clean-0.json")
+    )
     write_calibration(
         calibration, config.out_dir if config.out_dir.is_absolute() else repo / config.out_dir
     )
@@ -905,13 +913,128 @@ def _rate(hits: list[bool]) -> float | None:
     return sum(hits) / len(hits) if hits else None
 
 
-def _environment_of(result_file: Path) -> dict[str, Any]:
+ENVIRONMENT_KEYS = ("cpu", "cpu_count", "python", "torch")
+"""What a calibration records of its machine, and what must match for its gates to hold."""
+
+
+def _run_document(result_file: Path) -> dict[str, Any]:
     try:
-        info = json.loads(result_file.read_text()).get("machine_info", {})
+        doc = json.loads(result_file.read_text())
     except (OSError, json.JSONDecodeError):
         return {}
-    env = info.get("rlpace") or {}
-    return {k: env.get(k) for k in ("cpu", "cpu_count", "python", "torch") if k in env}
+    return doc if isinstance(doc, dict) else {}
+
+
+def _environment_of(result_file: Path) -> dict[str, Any]:
+    return machine_environment(_run_document(result_file).get("machine_info") or {})
+
+
+def _started_at(result_file: Path) -> str:
+    return str(_run_document(result_file).get("datetime") or "")
+
+
+def machine_environment(machine_info: Mapping[str, Any]) -> dict[str, Any]:
+    """The :data:`ENVIRONMENT_KEYS` of a run's ``machine_info`` (what the suite records
+    under ``machine_info["rlpace"]``), the form :attr:`Calibration.environment` has.
+
+    Example:
+        >>> machine_environment({"rlpace": {"cpu": "AMD EPYC", "cpu_count": 2, "numpy": "2"}})
+        {'cpu': 'AMD EPYC', 'cpu_count': 2}
+    """
+    env = machine_info.get("rlpace") or {}
+    return {k: env.get(k) for k in ENVIRONMENT_KEYS if k in env}
+
+
+@dataclass(frozen=True)
+class CalibrationNote:
+    """What a PR comment says about the calibration that judged it: how often it cried
+    wolf on held-out A/A runs, how often it caught an injected slow-down, and whether
+    it was measured on a machine like the one that ran the comparison.
+
+    Example:
+        >>> note = CalibrationNote("reports/calibration/cpu.json", 24, "2026-11-30", 0, 48,
+        ...                        0.06, 10.0, 0.9, 58, 64, 4, {"cpu_count": (2, 16)})
+        >>> note.to_dict()["mismatch"]
+        {'cpu_count': [2, 16]}
+    """
+
+    source: str
+    """The calibration file."""
+    pool: int
+    """Clean suite runs it was calibrated on."""
+    created: str
+    """Date of the pool (``YYYY-MM-DD``), empty when unknown."""
+    held_out_alarms: int
+    """Held-out A/A comparisons that flagged anything."""
+    held_out_runs: int
+    """Held-out A/A comparisons."""
+    false_alarm_bound: float
+    """95% upper bound of the false-alarm rate (NaN when not measured)."""
+    injected_pct: float
+    """The slow-down injected for the detection figure, in % (NaN without one)."""
+    detection_power: float
+    """The power at which benchmarks qualified for the detection figure."""
+    detection_hits: int
+    """Clean-vs-slowed comparisons of qualifying benchmarks that flagged the slow-down."""
+    detection_trials: int
+    """Clean-vs-slowed comparisons of qualifying benchmarks."""
+    detection_benchmarks: int
+    """Benchmarks whose noise allows detecting the injected slow-down at that power."""
+    mismatch: Mapping[str, tuple[Any, Any]] = field(default_factory=dict)
+    """``key → (calibrated, this run)`` for each machine property that differs."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able form (NaN becomes None), as templates and ``<set>.json`` take it."""
+        data = _finite(asdict(self))
+        data["mismatch"] = {k: list(v) for k, v in self.mismatch.items()}
+        data["detection_rate"] = (
+            self.detection_hits / self.detection_trials if self.detection_trials else None
+        )
+        return data
+
+
+def calibration_note(
+    calibration: Calibration, source: str | Path, machine_info: Mapping[str, Any] | None = None
+) -> CalibrationNote:
+    """Summarise ``calibration`` for the PR comment that it judged.
+
+    Args:
+        calibration: the calibration the comparison used.
+        source: where it was read from (shown to the reader).
+        machine_info: the head run's ``machine_info``; its :data:`ENVIRONMENT_KEYS` are
+            compared with the calibration's (a key either side lacks is not compared).
+
+    Example:
+        >>> cal = Calibration("cpu", 16, 2, 16, 5.0, 0.05, 0.05, 0.0, 1 / 16, (),
+        ...                   environment={"cpu_count": 2}, created="2026-11-30T15:23:11")
+        >>> note = calibration_note(cal, "cpu.json", {"rlpace": {"cpu_count": 16}})
+        >>> note.created, note.held_out_alarms, note.held_out_runs, dict(note.mismatch)
+        ('2026-11-30', 1, 16, {'cpu_count': (2, 16)})
+    """
+    here = machine_environment(machine_info or {})
+    mismatch = {
+        k: (calibration.environment[k], here[k])
+        for k in ENVIRONMENT_KEYS
+        if k in calibration.environment and k in here and calibration.environment[k] != here[k]
+    }
+    power = calibration.detection_power(DETECTION_POWER)
+    injected = [b.injected for b in calibration.benchmarks if b.injected]
+    return CalibrationNote(
+        source=str(source),
+        pool=calibration.pool,
+        created=calibration.created[:10],
+        held_out_alarms=calibration.held_out_alarms,
+        held_out_runs=calibration.runs
+        if math.isfinite(calibration.false_alarm_rate_calibrated)
+        else 0,
+        false_alarm_bound=calibration.false_alarm_bound(),
+        injected_pct=100 * statistics.median(injected) if injected else math.nan,
+        detection_power=power.power,
+        detection_hits=power.hits,
+        detection_trials=power.trials,
+        detection_benchmarks=len(power.rows),
+        mismatch=mismatch,
+    )
 
 
 def write_calibration(calibration: Calibration, out_dir: Path) -> tuple[Path, Path]:

@@ -227,6 +227,9 @@ class Comparison:
     noise_floor: NoiseFloor | None = None
     """The run-level noise floor from negative controls, when the caller measured one
     (:func:`rlpace.bench.controls.noise_floor_from_controls`; ``pr`` does)."""
+    calibration: Mapping[str, Any] | None = None
+    """What the calibration that judged it promises, for the reader
+    (:meth:`rlpace.bench.calibration.CalibrationNote.to_dict`; ``pr`` sets it)."""
 
     def by_verdict(self, verdict: Verdict) -> tuple[BenchmarkChange, ...]:
         """The rows with this verdict, in row order.
@@ -313,6 +316,7 @@ class Comparison:
             "base": _jsonable(dict(self.base)),
             "counts": self.counts(),
             "noise_floor": None if self.noise_floor is None else self.noise_floor.to_dict(),
+            "calibration": None if self.calibration is None else _jsonable(dict(self.calibration)),
             "rows": rows,
         }
 

@@ -351,7 +351,7 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
         >>> [o.set_name for o in outcomes]  # doctest: +SKIP
         ['cpu']
     """
-    from rlpace.bench.calibration import read_calibration
+    from rlpace.bench.calibration import calibration_note, read_calibration
     from rlpace.bench.environment import require_compatible_runs
     from rlpace.bench.results import load_results, merge_runs
 
@@ -422,6 +422,11 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
             noise=noise,
             process_priors=priors,
         )
+        if calibration is not None:
+            note = calibration_note(
+                calibration, _shown_path(noise_file, repo), head_df.attrs.get("machine_info")
+            )
+            comparison = replace(comparison, calibration=note.to_dict())
         outcomes.append(
             _write_reports(out_dir, set_name, comparison, runs, base, noise_file, differences)
         )
@@ -448,6 +453,14 @@ def set_marker(set_name: str) -> str:
         '<!-- rlpace-bench-set: gpu -->'
     """
     return f"<!-- rlpace-bench-set: {set_name} -->"
+
+
+def _shown_path(path: Path, repo: Path) -> str:
+    """``path`` relative to the repository when inside it (what a reader can open)."""
+    try:
+        return str(Path(path).resolve().relative_to(repo.resolve()))
+    except ValueError:
+        return str(path)
 
 
 def _pythonpath_first(path: Path) -> dict[str, str]:

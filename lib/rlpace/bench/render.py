@@ -41,6 +41,8 @@ __all__ = [
     "GITHUB_COMMENT_LIMIT",
     "REPORT_MARKER",
     "STYLES",
+    "calibration_text",
+    "calibration_warning",
     "escape_markdown",
     "format_ops",
     "format_time",
@@ -291,6 +293,8 @@ def _environment():
         throughput=_throughput,
         verdict=lambda v: _VERDICT_LABEL[v],
         plural=_plural,
+        calibration_text=calibration_text,
+        calibration_warning=calibration_warning,
     )
     return env
 
@@ -397,6 +401,71 @@ def _summary(comparison: Comparison) -> dict[str, Any]:
 
 def _plural(n: int, word: str, plural: str | None = None) -> str:
     return f"{n} {word if n == 1 else (plural or word + 's')}"
+
+
+def calibration_text(note: Mapping[str, Any]) -> str:
+    """The comment's sentence about the calibration that judged a comparison (what
+    :meth:`rlpace.bench.calibration.CalibrationNote.to_dict` holds).
+
+    Example:
+        >>> print(calibration_text({"source": "reports/calibration/cpu.json", "pool": 24,
+        ...     "created": "2026-11-30", "held_out_alarms": 0, "held_out_runs": 48,
+        ...     "false_alarm_bound": 0.06, "injected_pct": 10.0, "detection_power": 0.9,
+        ...     "detection_hits": 90, "detection_trials": 96, "detection_benchmarks": 2}))
+        Calibrated noise: `reports/calibration/cpu.json` (24 A/A runs, 2026-11-30). Held-out A/A runs flagged anything in 0 of 48 (at most 6% at 95% confidence); an injected 10% slow-down was flagged in 94% of 96 comparisons on the 2 benchmarks whose noise allows it at 90% power.
+    """
+    when = f", {note['created']}" if note.get("created") else ""
+    out = f"Calibrated noise: {_code(note['source'])} ({note['pool']} A/A runs{when})."
+    runs = note.get("held_out_runs") or 0
+    bound = note.get("false_alarm_bound")
+    if runs:
+        out += f" Held-out A/A runs flagged anything in {note['held_out_alarms']} of {runs}"
+        if isinstance(bound, int | float) and math.isfinite(bound):
+            out += f" (at most {bound:.0%} at 95% confidence)"
+    injected = note.get("injected_pct")
+    if isinstance(injected, int | float) and math.isfinite(injected):
+        out += ";" if runs else ""
+        power = f"{note['detection_power']:.0%} power"
+        if note.get("detection_trials"):
+            rate = note["detection_hits"] / note["detection_trials"]
+            out += (
+                f" an injected {injected:g}% slow-down was flagged in {rate:.0%} of "
+                f"{note['detection_trials']} comparisons on the "
+                f"{_plural(note['detection_benchmarks'], 'benchmark')} whose noise allows it "
+                f"at {power}"
+            )
+        else:
+            out += f" no benchmark's noise allows detecting a {injected:g}% slow-down at {power}"
+    return out + "."
+
+
+def calibration_warning(note: Mapping[str, Any]) -> str:
+    """A warning when the calibration was measured on another kind of machine, else ``""``.
+
+    Example:
+        >>> "another machine (cpu_count: 2 there, 16 here)" in calibration_warning(
+        ...     {"mismatch": {"cpu_count": [2, 16]}})
+        True
+        >>> calibration_warning({"mismatch": {}})
+        ''
+    """
+    mismatch = note.get("mismatch") or {}
+    if not mismatch:
+        return ""
+    parts = "; ".join(
+        f"{escape_markdown(str(k))}: {escape_markdown(str(v[0]))} there, "
+        f"{escape_markdown(str(v[1]))} here"
+        for k, v in mismatch.items()
+    )
+    return (
+        f"⚠️ The calibration was measured on another machine ({parts}): its noise gates may "
+        "be too tight or too loose here. Recalibrate on this machine with `rlpace-bench aa` "
+        "and check the file in."
+    )
+
+
+def _code(text: str) -> str:
+    return f"`{str(text).replace('`', '')}`"
 
 
 def _headline(sets: dict[str, Comparison]) -> str:
