@@ -234,6 +234,7 @@ def test_pr_flags_the_slowed_case_and_only_it(tiny_repo, tmp_path, monkeypatch, 
     assert json.loads((out_dir / "gpu.json").read_text())["skipped"].startswith("no CUDA")
     printed = capsys.readouterr().out
     assert "worsened: test_touched" in printed and "worsened: test_steady" not in printed
+    assert "Calibrated noise: `reports/calibration/cpu.json`" in printed
 
 
 def test_pr_command_bad_input_exits_2_and_says_why(tiny_repo, tmp_path, monkeypatch, capsys):

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from rlpace.bench.pipeline import BaseCheckout, PipelineConfig, ProgressSink, SetOutcome
+from rlpace.bench.render import calibration_text, calibration_warning
 
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Console
@@ -89,5 +90,11 @@ def print_summary(outcomes: Sequence[SetOutcome], console: Console) -> None:
                     f"  {row.verdict.value}: {row.name} {_fmt(row.median_change_pct)} "
                     f"(noise {_fmt(row.noise_pct)}, detectable {_fmt(row.mdc_pct)})"
                 )
+        note = outcome.comparison.calibration
+        if note:
+            console.print(f"  {calibration_text(note)}", markup=False)
+            warning = calibration_warning(note)
+            if warning:
+                console.print(f"  {warning}", markup=False, style="yellow")
         for path in outcome.reports:
             console.print(f"  wrote {path}")
