@@ -210,16 +210,19 @@ def test_analyse_pool_calibrates_from_run_spreads_and_holds_out_each_comparisons
     assert "| injected | achieved | detected |" in md_table(cal)
     assert read_calibration_from(cal).benchmarks == cal.benchmarks  # survives the file
 
-    # the detection summary: the quiet benchmarks qualify at 90% power (their MDC is
-    # far below the 10% they got), the jumpy ones and the twins do not
-    power = cal.detection_power(0.9)
+    # the detection summary: every held-out calibration promised to catch the 10% on
+    # the quiet benchmarks (their MDC at 90% power is far below it), on no jumpy one
+    power = cal.detection_power()
     assert {name for name, *_ in power.rows} == {b.fullname for b in quiet}, md_table(cal)
-    for name, mdc, achieved, rate in power.rows:
+    for name, mdc, achieved, hits, trials in power.rows:
         bench = by_name[name]
-        assert bench.mdc_pct < mdc <= achieved == bench.achieved_pct and rate == bench.detected
-    assert power.comparisons == 12 and power.trials == 12 * len(quiet)
-    assert power.hits == round(sum(b.detected for b in quiet) * 12)
-    assert "detection at 90% power" in md_table(cal) and "| MDC (90% power) |" in md_table(cal)
+        assert bench.mdc_pct < mdc <= 100 * math.log1p(achieved / 100), md_table(cal)
+        assert achieved == bench.achieved_pct and trials == bench.promised == 12
+        assert hits == bench.promised_detected == round(bench.detected * 12)
+    assert all(b.promised == 0 for b in jumpy) and power.trials == 12 * len(quiet)
+    assert power.rate >= 0.9, md_table(cal)
+    assert "detection where the calibration promised 90% power" in md_table(cal)
+    assert "| MDC (90% power) | achieved | promised in | detected |" in md_table(cal)
     # a stricter family alpha widens every gate
     strict = analyse_pool(replace(config, family_alpha=0.01), clean, slow)
     assert all(
@@ -247,6 +250,24 @@ def test_false_alarm_bound_and_an_empty_detection_summary():
     )
     with pytest.raises(BenchInputError, match="--family-alpha: expected a probability"):
         CalibrationConfig(family_alpha=5)
+
+
+def test_a_file_without_per_comparison_promises_falls_back_to_the_final_calibration():
+    from rlpace.bench.calibration import BenchmarkNoise
+
+    # written before promises were recorded: a quiet benchmark (MDC at 90% power 6.3,
+    # below the 9.5 log-% of a 10% slow-down) and a noisy one
+    quiet = BenchmarkNoise("q", 16, (1.0,), 0, 1.0, 4.0, 6.0, 2.0, injected=0.1,
+                           detected=0.875, achieved_pct=10.0)  # fmt: skip
+    noisy = BenchmarkNoise("n", 16, (1.0,), 0, 8.0, 30.0, 40.0, 30.0, injected=0.1,
+                           detected=0.25, achieved_pct=10.0)  # fmt: skip
+    draws = tuple(((0, 1), (2, 3)) for _ in range(16))
+    cal = Calibration(
+        "cpu", 16, 2, 16, 5.0, 0.05, 0.05, 0.0, 0.0, (quiet, noisy), inject="test_=0.1",
+        draws=draws, slow_pool=4,
+    )  # fmt: skip
+    power = cal.detection_power()
+    assert [(name, hits, trials) for name, _, _, hits, trials in power.rows] == [("q", 14, 16)]
 
 
 def read_calibration_from(cal):

@@ -300,6 +300,12 @@ class BenchmarkNoise:
     median of the slowed runs' medians against the median of the clean runs' medians.
     It can differ from ``injected``: a call of a microsecond cannot be slowed by less
     than the injector's own clock readings, and noise moves it either way."""
+    promised: int = 0
+    """Clean-vs-slowed comparisons whose (held-out) calibration promised to catch the
+    achieved slow-down at :data:`DETECTION_POWER`: its minimal detectable change at that
+    power was at most the achieved slow-down (both as log changes)."""
+    promised_detected: int = 0
+    """Of those, the comparisons that flagged it worsened."""
 
     @property
     def noise_fraction(self) -> float:
@@ -314,38 +320,38 @@ class BenchmarkNoise:
 
 @dataclass(frozen=True)
 class DetectionPower:
-    """How often an injected slow-down was flagged, on the benchmarks whose calibrated
-    noise allows it: those whose minimal detectable change at ``power`` is at most the
-    slow-down they really got (:attr:`BenchmarkNoise.achieved_pct`). By construction
-    each should be flagged in at least a ``power`` share of the clean-vs-slowed
-    comparisons; :attr:`rate` says whether the calibration keeps that promise.
+    """Whether the calibration keeps its promise of power: over the clean-vs-slowed
+    comparisons whose calibration (held out from the comparison's clean runs) had a
+    minimal detectable change at ``power`` no larger than the slow-down the benchmark
+    really got (:attr:`BenchmarkNoise.achieved_pct`), the share that flagged it. A
+    calibration that tells the truth flags at least a ``power`` share.
 
     Example:
-        >>> d = DetectionPower(0.9, 16, (("a", 9.0, 11.0, 1.0), ("b", 10.0, 12.0, 0.75)))
+        >>> d = DetectionPower(0.9, (("a", 9.0, 11.0, 16, 16), ("b", 10.0, 12.0, 12, 16)))
         >>> d.hits, d.trials, d.rate
         (28, 32, 0.875)
     """
 
     power: float
-    """The power the eligible benchmarks' minimal detectable change is taken at."""
-    comparisons: int
-    """Clean-vs-slowed comparisons per benchmark."""
-    rows: tuple[tuple[str, float, float, float], ...]
-    """Per eligible benchmark: ``(fullname, mdc at power %, achieved %, detected rate)``."""
+    """The power the promise is made at."""
+    rows: tuple[tuple[str, float, float, int, int], ...]
+    """Per benchmark with a promise: ``(fullname, minimal detectable change at power
+    in the final calibration %, achieved %, comparisons that flagged it, comparisons
+    promised)``."""
 
     @property
     def hits(self) -> int:
-        """Comparisons, over all eligible benchmarks, that flagged the slow-down."""
-        return sum(round(rate * self.comparisons) for *_, rate in self.rows)
+        """Promised comparisons, over all benchmarks, that flagged the slow-down."""
+        return sum(row[3] for row in self.rows)
 
     @property
     def trials(self) -> int:
-        """Comparisons over all eligible benchmarks."""
-        return self.comparisons * len(self.rows)
+        """Promised comparisons over all benchmarks."""
+        return sum(row[4] for row in self.rows)
 
     @property
     def rate(self) -> float:
-        """Pooled detection rate, NaN without an eligible benchmark."""
+        """Pooled detection rate, NaN without a promise."""
         return self.hits / self.trials if self.trials else math.nan
 
 
@@ -455,27 +461,37 @@ class Calibration:
             return math.nan
         return binomial_upper_bound(self.held_out_alarms, self.runs, confidence)
 
-    def detection_power(self, power: float = 0.9) -> DetectionPower:
-        """The injected slow-down's detection on the benchmarks whose noise allows it
-        at ``power`` (see :class:`DetectionPower`); empty without an injection.
+    def detection_power(self) -> DetectionPower:
+        """Whether the injected slow-down was caught where the calibration promised it
+        at :data:`DETECTION_POWER` (see :class:`DetectionPower`); empty without one.
+
+        Files written before the per-comparison promise was recorded fall back to the
+        final calibration's promise and each benchmark's detection rate.
 
         Example:
             >>> b = BenchmarkNoise("a", 4, (1.0,), 0, 1.0, 4.0, 7.0, 2.0, injected=0.1,
-            ...                    detected=0.75, achieved_pct=10.0)
+            ...                    detected=0.75, achieved_pct=10.0, promised=4,
+            ...                    promised_detected=3)
             >>> cal = Calibration("cpu", 4, 2, 8, 5.0, 0.05, 0.05, 0.0, 0.0, (b,), slow_pool=2)
-            >>> d = cal.detection_power(0.9)
-            >>> [(n, round(m, 2)) for n, m, *_ in d.rows], d.rate
-            ([('a', 6.28)], 0.75)
+            >>> d = cal.detection_power()
+            >>> [(n, round(m, 2), h, t) for n, m, _, h, t in d.rows], d.rate
+            ([('a', 6.28, 3, 4)], 0.75)
         """
+        legacy = not any(b.promised for b in self.benchmarks)
         rows = []
         for b in self.benchmarks:
             if not (b.injected and b.detected is not None and math.isfinite(b.achieved_pct)):
                 continue
-            mdc = detectable_change(b.gate_pct, b.spread_pct, threshold=self.threshold, power=power)
-            if math.isfinite(mdc) and mdc <= b.achieved_pct:
-                rows.append((b.fullname, mdc, b.achieved_pct, float(b.detected)))
-        comparisons = len(self.draws) if self.draws else self.runs
-        return DetectionPower(power, comparisons if self.slow_pool else 0, tuple(rows))
+            mdc = detectable_change(
+                b.gate_pct, b.spread_pct, threshold=self.threshold, power=DETECTION_POWER
+            )
+            if b.promised:
+                rows.append((b.fullname, mdc, b.achieved_pct, b.promised_detected, b.promised))
+            elif legacy and math.isfinite(mdc) and mdc <= _time_to_log_pct(b.achieved_pct):
+                trials = len(self.draws) if self.draws else self.runs
+                hits = round(b.detected * trials)
+                rows.append((b.fullname, mdc, b.achieved_pct, hits, trials))
+        return DetectionPower(DETECTION_POWER, tuple(rows))
 
     def to_dict(self) -> dict[str, Any]:
         """The versioned JSON form (NaN becomes None)."""
@@ -548,6 +564,8 @@ def read_calibration(path: Path) -> Calibration:
             run_spread_pct=num(b.get("run_spread_pct")),
             runs=int(b.get("runs") or 0),
             achieved_pct=num(b.get("achieved_pct")),
+            promised=int(b.get("promised") or 0),
+            promised_detected=int(b.get("promised_detected") or 0),
         )
         for b in data["benchmarks"]
     )
@@ -799,33 +817,52 @@ def analyse_pool(
     # each comparison is judged by a calibration without its own clean runs (the held
     # out one), so neither figure is flattered by fitting the data it judges
     held_out = 0
-    held: list[tuple[dict[str, float], dict[str, tuple[float, int]]] | None] = []
+    held: list[dict[str, tuple[float, float, float]] | None] = []
+    held_priors: list[dict[str, tuple[float, int]]] = []
     for i, (a, b) in enumerate(draws):
         if config.runs < 3:
             held.append(None)
+            held_priors.append({})
             continue
         held_spreads = spreads_without(i)
         # the gate's "largest change seen" must not see this comparison's runs either
-        held.append((as_noise(gates(held_spreads, _sharing(draws, i))), priors(held_spreads)))
-        judged = compare(side("clean", a), side("clean", b), *held[i])
+        held.append(gates(held_spreads, _sharing(draws, i)))
+        held_priors.append(priors(held_spreads))
+        judged = compare(side("clean", a), side("clean", b), as_noise(held[i]), held_priors[i])
         held_out += any(r.verdict in flagged_kinds for r in judged.rows)
     false_alarms_calibrated = held_out / len(draws) if config.runs >= 3 else math.nan
     spreads = run_spreads(clean)
     final = gates(spreads)
-    noise = as_noise(final)
 
+    achieved = _achieved_slowdowns(clean, slow) if slow_n else {}
     detected: dict[str, list[bool]] = {n: [] for n in names}
     detected_raw: dict[str, list[bool]] = {n: [] for n in names}
+    # the comparisons whose calibration promised to catch the achieved slow-down at
+    # DETECTION_POWER, and whether they did
+    promised: dict[str, list[bool]] = {n: [] for n in names}
     all_priors = priors(spreads)
     for i, ((a, _), slowed) in enumerate(zip(draws, slow_draws)):
-        calibrated = held[i] if held[i] is not None else (noise, all_priors)
-        for store, judge in ((detected, calibrated), (detected_raw, (None, None))):
+        used = held[i] if held[i] is not None else final
+        used_priors = held_priors[i] if held[i] is not None else all_priors
+        for store, judge in (
+            (detected, (as_noise(used), used_priors)),
+            (detected_raw, (None, None)),
+        ):
             result = compare(side("clean", a), side("slow", slowed), *judge)
             for row in result.rows:
                 if row.fullname in store:
                     store[row.fullname].append(row.verdict is Verdict.WORSENED)
+                if store is detected and row.fullname in promised:
+                    gate, spread, _ = used.get(row.fullname, (math.nan, math.nan, math.nan))
+                    mdc = detectable_change(
+                        gate, spread, threshold=config.threshold, power=DETECTION_POWER
+                    )
+                    got = _time_to_log_pct(achieved.get(row.fullname, math.nan))
+                    if slowdown_for(row.fullname.rsplit("::", 1)[-1], config.inject or "") and (
+                        math.isfinite(mdc) and math.isfinite(got) and mdc <= got
+                    ):
+                        promised[row.fullname].append(row.verdict is Verdict.WORSENED)
 
-    achieved = _achieved_slowdowns(clean, slow) if slow_n else {}
     benchmarks = []
     for n in names:
         gate, spread, mdc = final[n]
@@ -846,6 +883,8 @@ def analyse_pool(
                 run_spread_pct=spreads.get(n, (math.nan, 0))[0],
                 runs=spreads.get(n, (math.nan, 0))[1],
                 achieved_pct=achieved.get(n, math.nan),
+                promised=len(promised[n]),
+                promised_detected=sum(promised[n]),
             )
         )
     return Calibration(
@@ -888,6 +927,19 @@ def _log_pct(better_pct: float) -> float:
         (-33.6, 33.6)
     """
     return math.log1p(better_pct / 100) * 100 if better_pct > -100 else math.inf
+
+
+def _time_to_log_pct(time_pct: float) -> float:
+    """A slow-down in % of time (10 = a call takes 10% longer) as a log change × 100,
+    the unit of the gates and minimal detectable changes: 10% is 9.53.
+
+    Example:
+        >>> round(_time_to_log_pct(10.0), 2), math.isnan(_time_to_log_pct(float("nan")))
+        (9.53, True)
+    """
+    if not math.isfinite(time_pct) or time_pct <= -100:
+        return math.nan
+    return math.log1p(time_pct / 100) * 100
 
 
 def _achieved_slowdowns(clean: Sequence[Any], slow: Sequence[Any]) -> dict[str, float]:
@@ -1017,7 +1069,7 @@ def calibration_note(
         for k in ENVIRONMENT_KEYS
         if k in calibration.environment and k in here and calibration.environment[k] != here[k]
     }
-    power = calibration.detection_power(DETECTION_POWER)
+    power = calibration.detection_power()
     injected = [b.injected for b in calibration.benchmarks if b.injected]
     return CalibrationNote(
         source=str(source),
@@ -1059,22 +1111,25 @@ def _pct(x: float | None, digits: int = 1) -> str:
 def _detection_lines(d: DetectionPower) -> list[str]:
     """The summary lines of a :class:`DetectionPower`, with a table of its benchmarks."""
     head = (
-        f"- detection at {d.power:.0%} power (benchmarks whose minimal detectable change "
-        f"at {d.power:.0%} power is at most the slow-down they really got): "
+        f"- detection where the calibration promised {d.power:.0%} power (its minimal "
+        f"detectable change at {d.power:.0%} power at most the slow-down the benchmark "
+        "really got; each comparison judged and promised by a held-out calibration): "
     )
     if not d.rows:
         return [head + "no benchmark qualifies"]
-    lowest = min(d.rows, key=lambda r: r[3])
+    lowest = min(d.rows, key=lambda r: r[3] / r[4])
     out = [
         head + f"**{d.rate:.0%}** ({d.hits} of {d.trials} comparisons over {len(d.rows)} "
-        f"benchmarks; lowest {lowest[3]:.0%}, `{lowest[0].rsplit('::', 1)[-1]}`)",
+        f"benchmarks; lowest {lowest[3] / lowest[4]:.0%}, "
+        f"`{lowest[0].rsplit('::', 1)[-1]}`)",
         "",
-        f"| benchmark | MDC ({d.power:.0%} power) | achieved | detected |",
-        "| --- | ---: | ---: | ---: |",
+        f"| benchmark | MDC ({d.power:.0%} power) | achieved | promised in | detected |",
+        "| --- | ---: | ---: | ---: | ---: |",
     ]
     out += [
-        f"| `{name.rsplit('::', 1)[-1]}` | {_pct(mdc)} | {_pct(achieved)} | {rate:.0%} |"
-        for name, mdc, achieved, rate in sorted(d.rows, key=lambda r: r[1])
+        f"| `{name.rsplit('::', 1)[-1]}` | {_pct(mdc)} | {_pct(achieved)} | {trials} | "
+        f"{hits / trials:.0%} |"
+        for name, mdc, achieved, hits, trials in sorted(d.rows, key=lambda r: r[1])
     ]
     return out
 
@@ -1108,7 +1163,7 @@ def format_calibration(calibration: Calibration) -> str:
     ]
     if c.inject:
         lines.append(f"- injected slowdown for detection power: `{c.inject}`")
-        lines += _detection_lines(c.detection_power(DETECTION_POWER))
+        lines += _detection_lines(c.detection_power())
     header = "| benchmark | A/A spread | noise gate | MDC (80% power) | A/A flagged |"
     sep = "| --- | ---: | ---: | ---: | ---: |"
     if c.inject:
