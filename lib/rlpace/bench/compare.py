@@ -387,6 +387,7 @@ def compare_runs(
     noise: Mapping[str, float] | None = None,
     floor: NoiseFloor | None = None,
     process_priors: Mapping[str, tuple[float, float]] | None = None,
+    fixed_impl: str | None = None,
 ) -> Comparison:
     """Compare a head run against a base run, benchmark by benchmark.
 
@@ -419,6 +420,10 @@ def compare_runs(
             (:meth:`rlpace.bench.calibration.Calibration.process_priors`); it replaces the
             prior fitted on the other benchmarks for that one, so a calibrated benchmark's
             process-level gate stands on the pool's degrees of freedom plus this run's.
+        fixed_impl: the ``impl`` of rows whose code is the same on both sides by
+            construction (the torchrl twins when base and head pin the same packages):
+            their changes are measurement noise, so they are never flagged ("unchanged",
+            with a note) though their figures are still computed. None: judge every row.
 
     Returns:
         The :class:`Comparison`, rows in head order then removed benchmarks.
@@ -481,6 +486,13 @@ def compare_runs(
         draft["q_value"] = float(q_value)
         if "verdict" not in draft:
             draft["verdict"] = _decide(draft, threshold, alpha)
+            if fixed_impl is not None and draft["impl"] == fixed_impl:
+                if draft["verdict"] in (Verdict.IMPROVED, Verdict.WORSENED):
+                    draft["note"] = (
+                        f"a negative control: the same code on both sides, so its "
+                        f"{draft['median_change_pct']:+.1f}% is noise"
+                    )
+                draft["verdict"] = Verdict.UNCHANGED
         rows.append(BenchmarkChange(**draft))
     return Comparison(
         rows=tuple(rows),

@@ -421,6 +421,7 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
             alpha=config.alpha,
             noise=noise,
             process_priors=priors,
+            same_packages=base.env_mode != "full",
         )
         if calibration is not None:
             note = calibration_note(
@@ -558,9 +559,14 @@ def judge_runs(
     alpha: float = 0.05,
     noise: Mapping[str, float] | None = None,
     process_priors: Mapping[str, tuple[float, float]] | None = None,
+    same_packages: bool = True,
 ) -> Comparison:
     """Compare merged head and base runs as ``pr`` does: the comparator, with this run's
     negative-control floor (:mod:`rlpace.bench.controls`) added to the calibrated noise.
+
+    When both sides run the same packages (``same_packages``, the overlay environment
+    and every A/A comparison) the negative controls are pinned third-party code, alike
+    on both sides: they measure the noise and are never flagged themselves.
 
     Args:
         head: merged results of the head runs (:func:`rlpace.bench.results.merge_runs`).
@@ -571,6 +577,9 @@ def judge_runs(
             :meth:`rlpace.bench.calibration.Calibration.noise_fractions`.
         process_priors: calibrated process variances (see
             :meth:`rlpace.bench.calibration.Calibration.process_priors`).
+        same_packages: whether base and head run the same pinned packages; False when
+            the base pins other requirements (its own full environment), where the
+            controls may really have changed and are judged like any benchmark.
 
     Returns:
         The :class:`~rlpace.bench.compare.Comparison`, its ``noise_floor`` set.
@@ -596,6 +605,7 @@ def judge_runs(
         noise=noise,
         floor=floor,
         process_priors=process_priors,
+        fixed_impl=floor.impl if same_packages else None,
     )
 
 
