@@ -89,6 +89,9 @@ def test_aa_on_a_tiny_suite(tiny_suite, monkeypatch, capsys):
 
     cal = read_calibration(tiny_suite / "reports" / "aa" / "cpu.json")
     assert isinstance(cal, Calibration) and (cal.runs, cal.repeats, cal.pool) == (3, 1, 3)
+    # the machine and the start of the pool's first run, from its result file
+    first = json.loads((Path(cal.runs_dir) / "clean-0.json").read_text())
+    assert cal.created == first["datetime"] and cal.environment["torch"].startswith("2.")
     assert 0.0 <= cal.false_alarm_rate <= 1.0
     runs_dir = Path(cal.runs_dir)
     assert sorted(p.name for p in runs_dir.glob("*.json")) == [
@@ -331,3 +334,14 @@ def test_held_out_comparisons_share_no_runs_with_the_gate_they_are_judged_by():
     draws = [((0, 1), (2, 3)), ((4, 5), (6, 7)), ((1, 8), (9, 4)), ((10, 11), (12, 13))]
     assert _sharing(draws, 0) == {0, 2} and _sharing(draws, 1) == {1, 2}
     assert _sharing(draws, 2) == {0, 1, 2} and _sharing(draws, 3) == {3}
+
+
+def test_detectable_change_clears_gate_and_threshold_and_refuses_a_bad_power():
+    from rlpace.bench.calibration import detectable_change
+
+    # the gate binds above the threshold, the threshold below it
+    assert math.isclose(detectable_change(8.0, 2.0, power=0.5), 8.0)
+    assert math.isclose(detectable_change(3.0, 2.0, threshold=5.0, power=0.5), 5.0)
+    assert detectable_change(8.0, 2.0, power=0.9) > detectable_change(8.0, 2.0, power=0.8)
+    with pytest.raises(BenchInputError, match=r"power: expected a probability in \(0, 1\)"):
+        detectable_change(8.0, 2.0, power=90)

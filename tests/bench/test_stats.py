@@ -138,3 +138,21 @@ def test_variance_prior_recovers_a_common_variance_and_sees_heterogeneity():
     assert 1 < d0_het < 6  # benchmarks unlike each other: little borrowing
     assert stats.fit_variance_prior([0.01, 0.02], [2, 2]) is None  # too few to fit
     assert stats.fit_variance_prior([0.0, 0.01, 0.02, float("nan")], [2] * 4) is None
+
+
+def test_binomial_upper_bound_matches_the_exact_zero_case_and_refuses_bad_counts():
+    import math
+
+    import pytest
+
+    from rlpace.bench.stats import binomial_upper_bound
+
+    # with no hit the one-sided bound has a closed form: 1 - (1 - c)^(1/n)
+    assert math.isclose(binomial_upper_bound(0, 59), 1 - 0.05 ** (1 / 59))
+    assert binomial_upper_bound(0, 59) < 0.05 < binomial_upper_bound(0, 58)
+    assert binomial_upper_bound(3, 20) > binomial_upper_bound(1, 20) > 1 / 20
+    assert math.isnan(binomial_upper_bound(0, 0))
+    with pytest.raises(ValueError, match="hits: expected 0 <= hits <= trials = 4, got 5"):
+        binomial_upper_bound(5, 4)
+    with pytest.raises(ValueError, match="confidence: expected a probability in"):
+        binomial_upper_bound(1, 4, confidence=95)

@@ -77,6 +77,12 @@ DETECTION_POWER = 0.9
 """The power the detection summary is judged at (the issue's 90% target)."""
 
 
+_Gates = dict[str, tuple[float, float, float]]
+"""``fullname → (gate, spread, mdc)`` in percent, as :func:`noise_gate` returns them."""
+_Priors = dict[str, tuple[float, int]]
+"""``fullname → (variance, degrees of freedom)`` of one run's log median."""
+
+
 def _slowdown_fraction(gate_pct: float) -> float:
     """A gate given as a log change in % → the fraction of a slow-down (``< 1``), the
     form :func:`rlpace.bench.compare.compare_runs` takes."""
@@ -679,14 +685,15 @@ def run_calibration(
         if on_run is not None:
             on_run(done, len(schedule))
 
+    first = frames["clean"][0].attrs  # the pool's first run: its machine and start
     calibration = analyse_pool(
         config,
         frames["clean"],
         frames["slow"],
-        environment=_environment_of(runs_dir / "clean-0.json"),
+        environment=machine_environment(first.get("machine_info") or {}),
     )
     calibration = replace(
-        calibration, runs_dir=str(runs_dir), created=_started_at(runs_dir / "clean-0.json")
+        calibration, runs_dir=str(runs_dir), created=str(first.get("datetime") or "")
     )
     write_calibration(
         calibration, config.out_dir if config.out_dir.is_absolute() else repo / config.out_dir
@@ -817,51 +824,56 @@ def analyse_pool(
     # each comparison is judged by a calibration without its own clean runs (the held
     # out one), so neither figure is flattered by fitting the data it judges
     held_out = 0
-    held: list[dict[str, tuple[float, float, float]] | None] = []
-    held_priors: list[dict[str, tuple[float, int]]] = []
+    # per comparison, the gates and process priors that judge it (None: the final ones)
+    held: list[tuple[_Gates, _Priors] | None] = []
     for i, (a, b) in enumerate(draws):
         if config.runs < 3:
             held.append(None)
-            held_priors.append({})
             continue
         held_spreads = spreads_without(i)
         # the gate's "largest change seen" must not see this comparison's runs either
-        held.append(gates(held_spreads, _sharing(draws, i)))
-        held_priors.append(priors(held_spreads))
-        judged = compare(side("clean", a), side("clean", b), as_noise(held[i]), held_priors[i])
+        held.append((gates(held_spreads, _sharing(draws, i)), priors(held_spreads)))
+        judged = compare(side("clean", a), side("clean", b), as_noise(held[i][0]), held[i][1])
         held_out += any(r.verdict in flagged_kinds for r in judged.rows)
     false_alarms_calibrated = held_out / len(draws) if config.runs >= 3 else math.nan
     spreads = run_spreads(clean)
     final = gates(spreads)
 
+    injected = {n: slowdown_for(n.rsplit("::", 1)[-1], config.inject or "") for n in names}
     achieved = _achieved_slowdowns(clean, slow) if slow_n else {}
+    got = {n: _time_to_log_pct(achieved[n]) for n in achieved if injected[n]}
+
+    def promising(used: Mapping[str, tuple[float, float, float]]) -> set[str]:
+        """The benchmarks these gates promise to catch at DETECTION_POWER: the minimal
+        detectable change at that power at most the slow-down they really got."""
+        return {
+            n
+            for n, g in got.items()
+            if n in used
+            and detectable_change(
+                used[n][0], used[n][1], threshold=config.threshold, power=DETECTION_POWER
+            )
+            <= g
+        }
+
     detected: dict[str, list[bool]] = {n: [] for n in names}
     detected_raw: dict[str, list[bool]] = {n: [] for n in names}
-    # the comparisons whose calibration promised to catch the achieved slow-down at
-    # DETECTION_POWER, and whether they did
+    # the comparisons whose calibration promised to catch the slow-down, and whether
+    # they did
     promised: dict[str, list[bool]] = {n: [] for n in names}
-    all_priors = priors(spreads)
+    final_judge = (final, priors(spreads))
     for i, ((a, _), slowed) in enumerate(zip(draws, slow_draws)):
-        used = held[i] if held[i] is not None else final
-        used_priors = held_priors[i] if held[i] is not None else all_priors
-        for store, judge in (
-            (detected, (as_noise(used), used_priors)),
-            (detected_raw, (None, None)),
-        ):
-            result = compare(side("clean", a), side("slow", slowed), *judge)
-            for row in result.rows:
-                if row.fullname in store:
-                    store[row.fullname].append(row.verdict is Verdict.WORSENED)
-                if store is detected and row.fullname in promised:
-                    gate, spread, _ = used.get(row.fullname, (math.nan, math.nan, math.nan))
-                    mdc = detectable_change(
-                        gate, spread, threshold=config.threshold, power=DETECTION_POWER
-                    )
-                    got = _time_to_log_pct(achieved.get(row.fullname, math.nan))
-                    if slowdown_for(row.fullname.rsplit("::", 1)[-1], config.inject or "") and (
-                        math.isfinite(mdc) and math.isfinite(got) and mdc <= got
-                    ):
-                        promised[row.fullname].append(row.verdict is Verdict.WORSENED)
+        used, used_priors = held[i] or final_judge
+        result = compare(side("clean", a), side("slow", slowed), as_noise(used), used_priors)
+        kept = promising(used)
+        for row in result.rows:
+            if row.fullname in detected:
+                detected[row.fullname].append(row.verdict is Verdict.WORSENED)
+            if row.fullname in kept:
+                promised[row.fullname].append(row.verdict is Verdict.WORSENED)
+        for row in compare(side("clean", a), side("slow", slowed)).rows:
+            if row.fullname in detected_raw:
+                detected_raw[row.fullname].append(row.verdict is Verdict.WORSENED)
 
     benchmarks = []
     for n in names:
@@ -877,7 +889,7 @@ def analyse_pool(
                 gate_pct=gate,
                 mdc_pct=mdc,
                 comparator_mdc_pct=sorted(finite)[len(finite) // 2] if finite else math.nan,
-                injected=slowdown_for(n.rsplit("::", 1)[-1], config.inject or ""),
+                injected=injected[n],
                 detected=_rate(detected[n]) if slow_n else None,
                 detected_raw=_rate(detected_raw[n]) if slow_n else None,
                 run_spread_pct=spreads.get(n, (math.nan, 0))[0],
@@ -967,22 +979,6 @@ def _rate(hits: list[bool]) -> float | None:
 
 ENVIRONMENT_KEYS = ("cpu", "cpu_count", "python", "torch")
 """What a calibration records of its machine, and what must match for its gates to hold."""
-
-
-def _run_document(result_file: Path) -> dict[str, Any]:
-    try:
-        doc = json.loads(result_file.read_text())
-    except (OSError, json.JSONDecodeError):
-        return {}
-    return doc if isinstance(doc, dict) else {}
-
-
-def _environment_of(result_file: Path) -> dict[str, Any]:
-    return machine_environment(_run_document(result_file).get("machine_info") or {})
-
-
-def _started_at(result_file: Path) -> str:
-    return str(_run_document(result_file).get("datetime") or "")
 
 
 def machine_environment(machine_info: Mapping[str, Any]) -> dict[str, Any]:
