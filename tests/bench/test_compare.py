@@ -6,9 +6,16 @@ import math
 import numpy as np
 import pytest
 
-from rlpace.bench.compare import BenchmarkChange, Comparison, Verdict, compare_runs
+from rlpace.bench.compare import (
+    COMPARISON_FORMAT_VERSION,
+    BenchmarkChange,
+    Comparison,
+    Verdict,
+    compare_runs,
+    confirm_verdicts,
+)
 from rlpace.bench.errors import BenchInputError
-from rlpace.bench.results import load_results, results_from_records
+from rlpace.bench.results import load_results, merge_runs, results_from_records
 
 FLAGGED = {Verdict.IMPROVED, Verdict.WORSENED}
 
@@ -259,7 +266,7 @@ def test_to_dict_is_json_and_versioned(pb_head, pb_base):
     text = json.dumps(d, allow_nan=False)
     back = json.loads(text)
     assert back["format"] == "rlpace-comparison"
-    assert back["version"] == 2
+    assert back["version"] == COMPARISON_FORMAT_VERSION == 3
     assert back["counts"] == comparison.counts()
     assert len(back["rows"]) == len(comparison.rows)
     assert back["head"]["source"] == str(pb_head)
@@ -444,3 +451,89 @@ def test_a_malformed_process_prior_is_refused_with_its_benchmark_named(bad):
     head = merged_side(rng, [1.0e-3, 0.99e-3])
     with pytest.raises(BenchInputError, match=r"process_priors\['a'\] = .*Calibration"):
         compare_runs(head, base, process_priors={"a": bad})
+
+
+def _changed(name, verdict, change):
+    return BenchmarkChange(name, name, verdict, median_change_pct=change)
+
+
+def test_a_flag_stands_only_where_the_confirmation_repeats_it_the_same_way():
+    first = Comparison(
+        rows=(
+            _changed("slower", Verdict.WORSENED, -30.0),
+            _changed("flipped", Verdict.WORSENED, -20.0),
+            _changed("faster", Verdict.IMPROVED, 25.0),
+            _changed("missing", Verdict.IMPROVED, 40.0),
+            _changed("quiet", Verdict.UNCHANGED, 1.0),
+        ),
+        variance_prior=(1e-4, 8.0),
+    )
+    second = Comparison(
+        rows=(
+            _changed("slower", Verdict.WORSENED, -28.0),
+            _changed("flipped", Verdict.IMPROVED, 15.0),  # flagged, but the other way
+            _changed("faster", Verdict.IMPROVED, 22.0),
+        )
+    )
+    out = confirm_verdicts(first, second, repeats=3)
+    got = {r.fullname: (r.verdict.value, r.confirmed, r.confirm_change_pct) for r in out.rows}
+    assert got["slower"] == ("worsened", True, -28.0)
+    assert got["flipped"] == ("unchanged", False, 15.0)
+    assert got["faster"] == ("improved", True, 22.0)
+    assert got["missing"][:2] == ("unchanged", False) and math.isnan(got["missing"][2])
+    assert got["quiet"][:2] == ("unchanged", None)  # never put to confirmation
+    notes = {r.fullname: r.note for r in out.rows}
+    assert notes["slower"] == "confirmed: -28.0% in 3 more runs a side"
+    assert notes["flipped"] == "not confirmed: -20.0% here, +15.0% in 3 more runs a side"
+    assert notes["missing"] == "not confirmed: +40.0% here, no result in 3 more runs a side"
+    # the first comparison's own figures and the rest of it are kept
+    assert [r.median_change_pct for r in out.rows] == [r.median_change_pct for r in first.rows]
+    assert out.confirm_repeats == 3 and out.variance_prior == (1e-4, 8.0)
+    data = json.loads(json.dumps(out.to_dict()))
+    assert data["confirm_repeats"] == 3 and data["rows"][1]["confirmed"] is False
+    assert data["rows"][3]["confirm_change_pct"] is None
+    with pytest.raises(BenchInputError, match="repeats: expected the confirmation's runs"):
+        confirm_verdicts(first, second, repeats=0)
+
+
+def test_family_size_and_a_borrowed_prior_set_the_process_level_gate():
+    from rlpace.bench.stats import run_level_noise
+
+    rng = np.random.default_rng(10)
+    base = merged_side(rng, [1.0e-3, 1.01e-3])
+    head = merged_side(rng, [1.0e-3, 0.99e-3])
+    alone = compare_runs(head, base).rows[0]
+    # shared over 100 benchmarks, the same gate is wider; one benchmark alone fits no prior
+    wide = compare_runs(head, base, family_size=100).rows[0]
+    assert wide.run_noise_pct > alone.run_noise_pct
+    assert compare_runs(head, base).variance_prior is None
+    # a prior borrowed from a whole-set comparison (infinite degrees of freedom allowed)
+    borrowed = compare_runs(head, base, variance_prior=(0.01**2, math.inf)).rows[0]
+    h, b = head.loc[0, "run_medians"], base.loc[0, "run_medians"]
+    half, _ = run_level_noise(h, b, prior=(0.01**2, math.inf))
+    assert math.isclose(abs(math.log1p(-borrowed.run_noise_pct / 100)), half) or math.isclose(
+        math.log1p(borrowed.run_noise_pct / 100), half
+    )
+    with pytest.raises(BenchInputError, match="family_size: expected the number of benchmarks"):
+        compare_runs(head, base, family_size=0)
+    with pytest.raises(BenchInputError, match="variance_prior = .*Comparison.variance_prior"):
+        compare_runs(head, base, variance_prior=(-1.0, 3.0))
+
+
+def test_a_whole_set_comparison_records_the_prior_it_fitted():
+    rng = np.random.default_rng(11)
+
+    def side():
+        runs = [
+            results_from_records(
+                [
+                    {"fullname": f"b{i}", "data": (1e-3 * np.exp(rng.normal(0, 0.01, 20))).tolist()}
+                    for i in range(5)
+                ]
+            )
+            for _ in range(2)
+        ]
+        return merge_runs(runs)
+
+    prior = compare_runs(side(), side()).variance_prior
+    assert prior is not None and prior[0] > 0 and prior[1] > 0

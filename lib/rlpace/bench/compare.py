@@ -45,7 +45,7 @@ from __future__ import annotations
 import enum
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
@@ -65,10 +65,17 @@ from rlpace.bench.stats import (
     run_level_noise,
 )
 
-__all__ = ["COMPARISON_FORMAT_VERSION", "BenchmarkChange", "Comparison", "Verdict", "compare_runs"]
+__all__ = [
+    "COMPARISON_FORMAT_VERSION",
+    "BenchmarkChange",
+    "Comparison",
+    "Verdict",
+    "compare_runs",
+    "confirm_verdicts",
+]
 
 #: Version of :meth:`Comparison.to_dict`'s layout; bump it when fields change meaning.
-COMPARISON_FORMAT_VERSION = 2
+COMPARISON_FORMAT_VERSION = 3
 #: Fewest raw samples per side for the rank test; fewer falls back to intervals.
 MIN_SAMPLES = 3
 _NAN = float("nan")
@@ -161,6 +168,11 @@ class BenchmarkChange:
     """Name of one work item (``extra_info["unit"]``)."""
     note: str = ""
     """Why the verdict is what it is, when that is not obvious (e.g. a zero time)."""
+    confirmed: bool | None = None
+    """Whether fresh confirmation runs flagged it again, the same way
+    (:func:`confirm_verdicts`); None when it was not put to confirmation."""
+    confirm_change_pct: float = _NAN
+    """The change (median, positive = better) the confirmation runs measured."""
 
     @property
     def has_base(self) -> bool:
@@ -210,7 +222,7 @@ class Comparison:
         >>> head = results_from_records([{"fullname": "a", "data": [1.0, 2.0]}])
         >>> c = compare_runs(head)
         >>> c.counts()["new"], c.has_base, c.to_dict()["version"]
-        (1, False, 2)
+        (1, False, 3)
     """
 
     rows: tuple[BenchmarkChange, ...]
@@ -230,6 +242,12 @@ class Comparison:
     calibration: Mapping[str, Any] | None = None
     """What the calibration that judged it promises, for the reader
     (:meth:`rlpace.bench.calibration.CalibrationNote.to_dict`; ``pr`` sets it)."""
+    variance_prior: tuple[float, float] | None = None
+    """``(variance, degrees of freedom)`` of one run's log median, fitted on all the
+    benchmarks compared at process level (None with fewer than three): the prior of the
+    benchmarks without a calibrated one. A confirmation of a few benchmarks borrows it."""
+    confirm_repeats: int = 0
+    """Runs per side of the confirmation stage (0: none ran)."""
 
     def by_verdict(self, verdict: Verdict) -> tuple[BenchmarkChange, ...]:
         """The rows with this verdict, in row order.
@@ -299,7 +317,7 @@ class Comparison:
         Example:
             >>> d = Comparison(rows=(BenchmarkChange("a", "a", Verdict.NEW),)).to_dict()
             >>> d["format"], d["version"], d["rows"][0]["verdict"], d["rows"][0]["p_value"]
-            ('rlpace-comparison', 2, 'new', None)
+            ('rlpace-comparison', 3, 'new', None)
         """
         rows = []
         for row in self.rows:
@@ -317,6 +335,8 @@ class Comparison:
             "counts": self.counts(),
             "noise_floor": None if self.noise_floor is None else self.noise_floor.to_dict(),
             "calibration": None if self.calibration is None else _jsonable(dict(self.calibration)),
+            "variance_prior": _jsonable(self.variance_prior),
+            "confirm_repeats": self.confirm_repeats,
             "rows": rows,
         }
 
@@ -378,6 +398,21 @@ def _check_priors(
     return out
 
 
+def _check_variance_prior(value: Any) -> tuple[float, float]:
+    """A ``(variance >= 0, degrees of freedom > 0)`` pair; infinite degrees of freedom
+    (every benchmark alike, :func:`rlpace.bench.stats.fit_variance_prior`) are allowed."""
+    try:
+        variance, df = (float(v) for v in value)
+    except (TypeError, ValueError):
+        variance = df = math.nan
+    if not (math.isfinite(variance) and variance >= 0 and df > 0):
+        raise BenchInputError(
+            f"variance_prior = {value!r}: expected (variance of the log run median >= 0, "
+            "degrees of freedom > 0); pass a Comparison.variance_prior"
+        )
+    return variance, df
+
+
 def compare_runs(
     head: pd.DataFrame,
     base: pd.DataFrame | None = None,
@@ -388,6 +423,8 @@ def compare_runs(
     floor: NoiseFloor | None = None,
     process_priors: Mapping[str, tuple[float, float]] | None = None,
     fixed_impl: str | None = None,
+    family_size: int | None = None,
+    variance_prior: tuple[float, float] | None = None,
 ) -> Comparison:
     """Compare a head run against a base run, benchmark by benchmark.
 
@@ -424,6 +461,13 @@ def compare_runs(
             construction (the torchrl twins when base and head pin the same packages):
             their changes are measurement noise, so they are never flagged ("unchanged",
             with a note) though their figures are still computed. None: judge every row.
+        family_size: how many benchmarks the process-level gates share ``alpha`` over
+            (Bonferroni); None: those compared here at process level. A confirmation
+            of the few benchmarks a first comparison flagged passes how many it tests.
+        variance_prior: the ``(variance, degrees of freedom)`` prior for benchmarks
+            without a ``process_priors`` entry, instead of one fitted here (a
+            confirmation of a few benchmarks has too few to fit one; it borrows the
+            first comparison's :attr:`Comparison.variance_prior`).
 
     Returns:
         The :class:`Comparison`, rows in head order then removed benchmarks.
@@ -454,16 +498,22 @@ def compare_runs(
         for name, h in head_rows.items()
         if name in base_rows and _runs_comparable(h, base_rows[name])
     }
-    run_alpha = alpha / max(len(gated), 1)
+    if family_size is not None and not (isinstance(family_size, int) and family_size >= 1):
+        raise BenchInputError(
+            f"family_size: expected the number of benchmarks tested (an integer >= 1), "
+            f"got {family_size!r}"
+        )
+    run_alpha = alpha / (family_size or max(len(gated), 1))
     # two runs a side give each benchmark's process variance two degrees of freedom;
     # the variances of all gated benchmarks together give a prior that lends them more
-    prior = fit_variance_prior(
+    fitted = fit_variance_prior(
         *zip(
             *(log_run_variance(head_rows[n]["run_medians"], base_rows[n]["run_medians"])
               for n in sorted(gated)),
             strict=True,
         )
     ) if len(gated) >= 3 else None  # fmt: skip
+    prior = _check_variance_prior(variance_prior) if variance_prior is not None else fitted
     if floor is not None and floor.active:
         from rlpace.bench.controls import noise_with_floor
 
@@ -502,7 +552,79 @@ def compare_runs(
         head=_run_meta(head),
         base=_run_meta(base) if base is not None else {},
         noise_floor=floor,
+        variance_prior=None if prior is None else (float(prior[0]), float(prior[1])),
     )
+
+
+def confirm_verdicts(first: Comparison, second: Comparison, *, repeats: int) -> Comparison:
+    """Keep a flag of ``first`` only where ``second`` (fresh runs of the same benchmarks)
+    flags it again, the same way.
+
+    A whole process that runs slow (a burst of load on a shared machine, the rare slow
+    start of a multi-process case) moves a mean of two runs beyond any gate fitted to
+    runs without one. Such a flag does not repeat in fresh processes; a real change
+    does. So ``pr`` re-runs what the first comparison flagged, ``repeats`` more runs a
+    side, judges them on their own (:func:`compare_runs` over just those benchmarks,
+    ``family_size`` their number) and calls a change only when both agree. A flag the
+    second comparison does not repeat becomes "unchanged", with a note giving both
+    changes; a repeated one keeps its figures from ``first`` and gains a note.
+
+    Args:
+        first: the comparison of the full set.
+        second: the comparison of the confirmation runs (any benchmarks it lacks are
+            not confirmed).
+        repeats: runs per side of the confirmation (recorded, and named in the notes).
+
+    Returns:
+        ``first`` with the flags that did not repeat cleared, ``confirmed`` and
+        ``confirm_change_pct`` set on every row put to confirmation, and
+        ``confirm_repeats`` recorded.
+
+    Raises:
+        BenchInputError: ``repeats`` below 1.
+
+    Example:
+        >>> a = BenchmarkChange("a", "a", Verdict.WORSENED, median_change_pct=-30.0)
+        >>> b = BenchmarkChange("b", "b", Verdict.WORSENED, median_change_pct=-12.0)
+        >>> again = Comparison(rows=(
+        ...     BenchmarkChange("a", "a", Verdict.UNCHANGED, median_change_pct=-1.0),
+        ...     BenchmarkChange("b", "b", Verdict.WORSENED, median_change_pct=-11.0)))
+        >>> out = confirm_verdicts(Comparison(rows=(a, b)), again, repeats=2)
+        >>> [(r.verdict.value, r.confirmed) for r in out.rows]
+        [('unchanged', False), ('worsened', True)]
+        >>> out.rows[0].note
+        'not confirmed: -30.0% here, -1.0% in 2 more runs a side'
+    """
+    if not (isinstance(repeats, int) and repeats >= 1):
+        raise BenchInputError(
+            f"repeats: expected the confirmation's runs per side (an integer >= 1), got {repeats!r}"
+        )
+    flagged = (Verdict.IMPROVED, Verdict.WORSENED)
+    again = {r.fullname: r for r in second.rows}
+    rows = []
+    for row in first.rows:
+        if row.verdict not in flagged:
+            rows.append(row)
+            continue
+        other = again.get(row.fullname)
+        later = other.median_change_pct if other is not None else _NAN
+        runs = f"{repeats} more run{'s' if repeats != 1 else ''} a side"
+        if other is not None and other.verdict is row.verdict:
+            note = f"confirmed: {later:+.1f}% in {runs}"
+            rows.append(replace(row, confirmed=True, confirm_change_pct=later, note=note))
+        else:
+            seen = f"{later:+.1f}%" if math.isfinite(later) else "no result"
+            note = f"not confirmed: {row.median_change_pct:+.1f}% here, {seen} in {runs}"
+            rows.append(
+                replace(
+                    row,
+                    verdict=Verdict.UNCHANGED,
+                    confirmed=False,
+                    confirm_change_pct=later,
+                    note=note,
+                )
+            )
+    return replace(first, rows=tuple(rows), confirm_repeats=repeats)
 
 
 def _runs_comparable(h: pd.Series, b: pd.Series) -> bool:
