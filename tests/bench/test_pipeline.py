@@ -26,9 +26,13 @@ from rlpace.bench.pipeline import (
 from rlpace.bench.stats import binomial_upper_bound
 
 SUITE_PLUGIN = Path(__file__).resolve().parents[1] / "benchmarks" / "conftest.py"
-CASES = """from rlpace.bench.suite import Timed, case
+CASES = """import sys
+
+from rlpace.bench.suite import Timed, case
 
 DATA = list(range(2000))
+# true in the runs of a confirmation (their result files go to runs/<set>-confirm/)
+CONFIRMING = any("-confirm" in arg for arg in sys.argv)
 
 
 @case()
@@ -54,7 +58,11 @@ def _git(repo: Path, *args: str) -> str:
 
 @pytest.fixture
 def tiny_repo(tmp_path: Path) -> Path:
-    """base commit: two equal cases; head commit: ``test_touched`` does three times the work."""
+    """base commit: two equal cases; head commit: ``test_touched`` does ten times the work."""
+    return _tiny_repo(tmp_path, "sum(DATA * 10)")
+
+
+def _tiny_repo(tmp_path: Path, head_body: str) -> Path:
     repo = tmp_path / "tiny"
     suite = repo / "tests" / "benchmarks"
     suite.mkdir(parents=True)
@@ -71,7 +79,7 @@ def tiny_repo(tmp_path: Path) -> Path:
     # ten times the work: with two processes a side and no prior (two benchmarks), the
     # process-level gate stands on 2 degrees of freedom, and under load two processes of
     # a microsecond case can differ by 25%, which hid a 3x slow-down once in a while
-    (suite / "test_tiny.py").write_text(CASES.format(body="sum(DATA * 10)"))
+    (suite / "test_tiny.py").write_text(CASES.format(body=head_body))
     (repo / "lib" / "tinyprobe.py").write_text("WHO = 'head'\n")
     _git(repo, "commit", "-qam", "head: slow test_touched down on purpose")
     return repo
@@ -168,6 +176,8 @@ def test_config_rejects_bad_input():
         PipelineConfig(sets=("cpu", "tpu"))
     with pytest.raises(BenchInputError, match="--repeats"):
         PipelineConfig(repeats=0)
+    with pytest.raises(BenchInputError, match="--confirm: expected runs per side >= 0"):
+        PipelineConfig(confirm=-1)
     quick = PipelineConfig(quick=True, keyword="rb", repeats=5)
     assert quick.effective_repeats == 2 and quick.effective_keyword == "(rb) and not torchrl"
 
@@ -235,6 +245,61 @@ def test_pr_flags_the_slowed_case_and_only_it(tiny_repo, tmp_path, monkeypatch, 
     printed = capsys.readouterr().out
     assert "worsened: test_touched" in printed and "worsened: test_steady" not in printed
     assert "Calibrated noise: `reports/calibration/cpu.json`" in printed
+    # the flag was put to a confirmation: the slowed case alone, two more runs a side,
+    # ABBA, and it repeated
+    assert touched["confirmed"] is True and touched["confirm_change_pct"] < -25
+    assert touched["note"].startswith("confirmed: ") and data["confirm_repeats"] == 2
+    assert data["pipeline"]["confirmation"] == {
+        "repeats": 2,
+        "benchmarks": [touched["fullname"]],
+        "order": ["base-0", "head-0", "head-1", "base-1"],
+    }
+    steady = next(r for r in data["rows"] if r["name"] == "test_steady")
+    assert steady["confirmed"] is None
+    confirm_dir = tmp_path / "cache" / "runs" / "cpu-confirm"
+    ran = json.loads((confirm_dir / "head-1.json").read_text())["benchmarks"]
+    assert [b["name"] for b in ran] == ["test_touched"]
+    assert (
+        "the 1 benchmark the first runs flagged ran again, 2 more runs a side, ABBA; it "
+        "was flagged again the same way and stands." in comment
+    )
+    assert "| Confirmed |" in comment
+
+
+def test_a_flag_the_confirmation_does_not_repeat_is_noise(tmp_path, monkeypatch, capsys):
+    # the head slows test_touched down in the first runs only, as a burst of load on one
+    # side would: the confirmation's fresh processes do not see it
+    repo = _tiny_repo(tmp_path, "sum(DATA * (1 if CONFIRMING else 10))")
+    monkeypatch.chdir(repo)
+    code = cli_main(
+        ["pr", "--base", "HEAD~1", "--repeats", "2", "--max-time", "0.05", "--threshold", "25"]
+        + ["--cache-dir", str(tmp_path / "cache"), "--fail-on-regression"]
+    )
+    assert code == 0  # nothing stands, so nothing fails the job
+    out_dir = repo / "reports" / "pr"
+    data = json.loads((out_dir / "cpu.json").read_text())
+    touched = next(r for r in data["rows"] if r["name"] == "test_touched")
+    assert touched["verdict"] == "unchanged" and touched["confirmed"] is False
+    assert touched["median_change_pct"] < -25 and abs(touched["confirm_change_pct"]) < 25
+    assert touched["note"].startswith(
+        f"not confirmed: {touched['median_change_pct']:+.1f}% here, "
+    ) and touched["note"].endswith("in 2 more runs a side")
+    assert data["counts"]["worsened"] == 0
+    comment = (out_dir / "cpu.md").read_text()
+    assert "#### Not confirmed" in comment and "- test_touched: not confirmed: " in comment
+    assert (
+        "the 1 benchmark the first runs flagged ran again, 2 more runs a side, ABBA; it "
+        "was not flagged again and counts as noise." in comment
+    )
+    # no confirmation asked: the first runs' flag stands
+    code = cli_main(
+        ["pr", "--base", "HEAD~1", "--repeats", "2", "--max-time", "0.05", "--threshold", "25"]
+        + ["--cache-dir", str(tmp_path / "cache"), "--confirm", "0"]
+    )
+    data = json.loads((out_dir / "cpu.json").read_text())
+    verdicts = {row["name"]: (row["verdict"], row["confirmed"]) for row in data["rows"]}
+    assert code == 0 and verdicts["test_touched"] == ("worsened", None)
+    assert data["pipeline"]["confirmation"] is None
 
 
 def test_pr_command_bad_input_exits_2_and_says_why(tiny_repo, tmp_path, monkeypatch, capsys):

@@ -60,6 +60,7 @@ __all__ = [
     "DetectionPower",
     "analyse_pool",
     "calibration_note",
+    "confirmation_gate",
     "detectable_change",
     "machine_environment",
     "noise_gate",
@@ -162,6 +163,50 @@ def noise_gate(
     return gate, spread, detectable_change(gate, spread, threshold=threshold, power=power)
 
 
+def confirmation_gate(
+    run_spread_pct: float,
+    runs: int,
+    *,
+    repeats: int,
+    family_size: int,
+    family_alpha: float = 0.05,
+) -> float:
+    """The gate (a log change × 100) a confirmation puts on one of the benchmarks a
+    first comparison flagged: ``t × run spread × √(2 / repeats)``, with Student's t on
+    the pool's ``runs − 1`` degrees of freedom at level ``1 − family_alpha / (2 ×
+    family_size)``.
+
+    The first comparison shares its gates over the whole suite (Bonferroni over every
+    benchmark, and never below the largest A/A change seen); the confirmation tests only
+    the ``family_size`` benchmarks it flagged, on fresh runs, so it shares
+    ``family_alpha`` over those alone. A null benchmark must then pass both: a whole
+    run that is far off, the usual false alarm on a shared machine, does not repeat.
+
+    Args:
+        run_spread_pct: standard deviation of one run's log median across the pool (×100).
+        runs: pool runs it was measured on (below 3: NaN).
+        repeats: runs per side of the confirmation.
+        family_size: benchmarks the confirmation tests.
+        family_alpha: the chance, per confirmation, that a benchmark without a change passes.
+
+    Example:
+        >>> round(confirmation_gate(2.0, 32, repeats=2, family_size=1), 2)
+        4.08
+        >>> round(confirmation_gate(2.0, 32, repeats=2, family_size=10), 2)
+        6.04
+    """
+    from scipy.stats import t as student_t
+
+    if repeats < 1 or family_size < 1:
+        raise BenchInputError(
+            f"repeats and family_size: expected integers >= 1, got {repeats!r} and {family_size!r}"
+        )
+    if runs < 3 or not math.isfinite(run_spread_pct):
+        return math.nan
+    level = 1 - family_alpha / (2 * family_size)
+    return float(student_t.ppf(level, runs - 1)) * run_spread_pct * math.sqrt(2 / repeats)
+
+
 def detectable_change(
     gate_pct: float, spread_pct: float, *, threshold: float = 5.0, power: float = POWER
 ) -> float:
@@ -220,7 +265,12 @@ class CalibrationConfig:
     """Recompute the figures from the pool files of an earlier run instead of running."""
     slow_pool: int | None = None
     """Slowed suite runs (with ``inject``); default ``repeats × runs``. Each detection
-    comparison draws ``repeats`` of them, so fewer than that are reused."""
+    comparison draws ``repeats`` of them (``repeats + confirm`` with a confirmation),
+    so fewer than that are reused."""
+    confirm: int = 2
+    """Runs per side of the confirmation stage, as ``pr --confirm`` (0: none). Each
+    comparison that flags something is confirmed on other pool runs than its own,
+    which its held-out calibration does not see either."""
 
     def __post_init__(self) -> None:
         if self.runs < 1 or self.repeats < 1:
@@ -232,15 +282,23 @@ class CalibrationConfig:
                 f"--family-alpha: expected a probability in (0, 1) (0.05 = one A/A run in "
                 f"20 may flag something), got {self.family_alpha!r}"
             )
-        if self.slow_pool is not None and self.slow_pool < self.repeats:
+        if not (isinstance(self.confirm, int) and self.confirm >= 0):
             raise BenchInputError(
-                f"--slow-pool: expected at least repeats = {self.repeats} runs (one side's "
-                f"worth), got {self.slow_pool}"
+                f"--confirm: expected the confirmation's runs per side, an integer >= 0 "
+                f"(0: no confirmation), got {self.confirm!r}"
             )
-        if self.pool is not None and self.pool < 2 * self.repeats:
+        side = self.repeats + self.confirm
+        if self.slow_pool is not None and self.slow_pool < side:
             raise BenchInputError(
-                f"--pool: expected at least 2 x repeats = {2 * self.repeats} runs (one "
-                f"comparison's worth), got {self.pool}"
+                f"--slow-pool: expected at least repeats + confirm = {side} runs (one "
+                f"side's worth, confirmation included), got {self.slow_pool}. Fix: a "
+                "larger --slow-pool or --confirm 0"
+            )
+        if self.pool is not None and self.pool < 2 * side:
+            raise BenchInputError(
+                f"--pool: expected at least 2 x (repeats + confirm) = {2 * side} runs (one "
+                f"comparison's worth, confirmation included), got {self.pool}. Fix: a "
+                "larger --pool or --confirm 0"
             )
         if self.inject is not None:
             from rlpace.bench.suite import parse_slowdown
@@ -398,6 +456,13 @@ class Calibration:
     """Slowed runs in the detection pool (0 without ``inject``)."""
     created: str = ""
     """When the pool's first run started (ISO 8601), empty when unknown."""
+    confirm: int = 0
+    """Runs per side of the confirmation stage the comparisons were judged with (0:
+    none; calibrations written before confirmations record none)."""
+    false_alarm_rate_first: float = math.nan
+    """The held-out false-alarm rate before confirmation (NaN without one)."""
+    confirm_draws: tuple[tuple[tuple[int, ...], tuple[int, ...]], ...] = ()
+    """Per A/A comparison, the clean-pool runs of its confirmation, side A and side B."""
 
     def noise_fractions(self, repeats: int | None = None) -> dict[str, float]:
         """``fullname → gate`` as fractions, the ``noise`` argument of ``compare_runs``.
@@ -425,6 +490,30 @@ class Calibration:
             return round(-math.expm1(math.log1p(-fraction) * scale), 6)
 
         return {b.fullname: scaled(b.noise_fraction) for b in self.benchmarks}
+
+    def confirmation_fractions(self, repeats: int, family_size: int) -> dict[str, float]:
+        """``fullname → gate`` (fractions, as :meth:`noise_fractions`) for a confirmation
+        of ``family_size`` flagged benchmarks with ``repeats`` fresh runs a side
+        (:func:`confirmation_gate`); benchmarks without a pool spread are left out.
+
+        Example:
+            >>> b = BenchmarkNoise("a", 2, (1.0,), 0, 2.0, 8.0, 12.0, 2.0, run_spread_pct=2.0, runs=32)
+            >>> cal = Calibration("cpu", 2, 2, 32, 5.0, 0.05, 0.05, 0.0, 0.0, (b,))
+            >>> cal.confirmation_fractions(repeats=2, family_size=1)
+            {'a': 0.03997}
+        """
+        out = {}
+        for b in self.benchmarks:
+            gate = confirmation_gate(
+                b.run_spread_pct,
+                b.runs,
+                repeats=repeats,
+                family_size=family_size,
+                family_alpha=self.family_alpha,
+            )
+            if math.isfinite(gate):
+                out[b.fullname] = round(_slowdown_fraction(gate), 6)
+        return out
 
     def process_priors(self) -> dict[str, tuple[float, float]]:
         """``fullname → (variance, degrees of freedom)`` of one run's log median, from the
@@ -594,6 +683,9 @@ def read_calibration(path: Path) -> Calibration:
         runs_dir=data.get("runs_dir", ""),
         slow_pool=int(data.get("slow_pool") or 0),
         created=str(data.get("created") or ""),
+        confirm=int(data.get("confirm") or 0),
+        false_alarm_rate_first=num(data.get("false_alarm_rate_first")),
+        confirm_draws=tuple((tuple(a), tuple(b)) for a, b in data.get("confirm_draws", [])),
     )
 
 
@@ -747,21 +839,38 @@ def analyse_pool(
         >>> from rlpace.bench.results import results_from_records
         >>> pool = [results_from_records([{"fullname": "a", "data": [1 + i / 100] * 5}])
         ...         for i in range(4)]
-        >>> cal = analyse_pool(CalibrationConfig(runs=2, repeats=1, pool=4), pool)
+        >>> cal = analyse_pool(CalibrationConfig(runs=2, repeats=1, pool=4, confirm=1), pool)
         >>> cal.benchmarks[0].runs, round(cal.benchmarks[0].run_spread_pct, 2)
         (4, 1.27)
     """
     from rlpace.bench.compare import Verdict
-    from rlpace.bench.pipeline import judge_runs
+    from rlpace.bench.pipeline import judge_confirmation, judge_runs
     from rlpace.bench.results import merge_runs
     from rlpace.bench.suite import slowdown_for
 
     clean_n, slow_n = len(clean), len(slow)
+    confirm = config.confirm
+    side_runs = config.repeats + confirm
+    if clean_n < 2 * side_runs or (slow_n and slow_n < side_runs):
+        raise BenchInputError(
+            f"expected at least {2 * side_runs} clean and {side_runs} slowed pool runs for "
+            f"{config.repeats} runs a side and a confirmation of {confirm}, got {clean_n} "
+            f"and {slow_n}. Fix: a larger pool or a smaller confirm"
+        )
     rng = random.Random(config.seed)
     draws = _draws(clean_n, config.runs, config.repeats, rng)
-    slow_draws = (
-        [sorted(rng.sample(range(slow_n), config.repeats)) for _ in draws] if slow_n else []
-    )
+    slow_draws = [rng.sample(range(slow_n), side_runs) for _ in draws] if slow_n else []
+    # a confirmation runs other processes than the comparison it confirms: pool runs
+    # outside the draw (a stream of their own, so the draws do not depend on it)
+    confirm_rng = random.Random(config.seed + 1)
+    confirm_draws: list[tuple[list[int], list[int]]] = []
+    for a, b in draws:
+        if not confirm:
+            confirm_draws.append(([], []))
+            continue
+        rest = [i for i in range(clean_n) if i not in set(a) | set(b)]
+        picked = confirm_rng.sample(rest, 2 * confirm)
+        confirm_draws.append((sorted(picked[:confirm]), sorted(picked[confirm:])))
     merged: dict[tuple[str, tuple[int, ...]], Any] = {}
 
     def side(kind: str, idx: list[int]) -> Any:
@@ -775,6 +884,41 @@ def analyse_pool(
     ) -> Any:
         return judge_runs(
             b, a, threshold=config.threshold, alpha=config.alpha, noise=noise, process_priors=priors
+        )
+
+    def confirmed(
+        first: Any,
+        a: tuple[str, list[int]],
+        b: tuple[str, list[int]],
+        spreads: Mapping[str, tuple[float, int]],
+        priors: Any,
+    ) -> Any:
+        """``first`` after its confirmation on the pool runs ``a`` (base) against ``b``
+        (head), each ``(kind, indices)``, judged as ``pr`` judges it with a calibration
+        of these spreads."""
+        if not confirm or not any(r.verdict in flagged_kinds for r in first.rows):
+            return first
+        tested = sum(r.verdict in flagged_kinds for r in first.rows)
+        noise = {}
+        for n, (sp, k) in spreads.items():
+            gate = confirmation_gate(
+                sp,
+                k,
+                repeats=confirm,
+                family_size=max(tested, 1),
+                family_alpha=config.family_alpha,
+            )
+            if math.isfinite(gate):
+                noise[n] = _slowdown_fraction(gate)
+        return judge_confirmation(
+            first,
+            side(*b),
+            side(*a),
+            repeats=confirm,
+            threshold=config.threshold,
+            alpha=config.alpha,
+            noise=noise,
+            process_priors=priors,
         )
 
     flagged_kinds = (Verdict.WORSENED, Verdict.IMPROVED)
@@ -796,8 +940,12 @@ def analyse_pool(
     bare_share = sum(n / max(len(c.rows), 1) for n, c in zip(bare, aa)) / len(aa)
     per_side = math.sqrt(2 / config.repeats)  # a mean of `repeats` runs, one per side
 
+    def used(i: int) -> set[int]:
+        """The clean pool runs comparison ``i`` and its confirmation use."""
+        return {*draws[i][0], *draws[i][1], *confirm_draws[i][0], *confirm_draws[i][1]}
+
     def spreads_without(exclude: int | None) -> dict[str, tuple[float, int]]:
-        held = set() if exclude is None else set(draws[exclude][0]) | set(draws[exclude][1])
+        held = set() if exclude is None else used(exclude)
         return run_spreads([f for i, f in enumerate(clean) if i not in held])
 
     def priors(spreads: Mapping[str, tuple[float, int]]) -> dict[str, tuple[float, int]]:
@@ -823,19 +971,25 @@ def analyse_pool(
 
     # each comparison is judged by a calibration without its own clean runs (the held
     # out one), so neither figure is flattered by fitting the data it judges
-    held_out = 0
-    # per comparison, the gates and process priors that judge it (None: the final ones)
-    held: list[tuple[_Gates, _Priors] | None] = []
+    held_out = held_out_first = 0
+    # per comparison, the gates, process priors and run spreads that judge it (None:
+    # the final ones)
+    held: list[tuple[_Gates, _Priors, dict[str, tuple[float, int]]] | None] = []
     for i, (a, b) in enumerate(draws):
         if config.runs < 3:
             held.append(None)
             continue
         held_spreads = spreads_without(i)
         # the gate's "largest change seen" must not see this comparison's runs either
-        held.append((gates(held_spreads, _sharing(draws, i)), priors(held_spreads)))
+        sharing = _sharing(draws, i, used(i))
+        held.append((gates(held_spreads, sharing), priors(held_spreads), held_spreads))
         judged = compare(side("clean", a), side("clean", b), as_noise(held[i][0]), held[i][1])
+        held_out_first += any(r.verdict in flagged_kinds for r in judged.rows)
+        ca, cb = confirm_draws[i]
+        judged = confirmed(judged, ("clean", ca), ("clean", cb), held_spreads, held[i][1])
         held_out += any(r.verdict in flagged_kinds for r in judged.rows)
     false_alarms_calibrated = held_out / len(draws) if config.runs >= 3 else math.nan
+    false_alarms_first = held_out_first / len(draws) if config.runs >= 3 and confirm else math.nan
     spreads = run_spreads(clean)
     final = gates(spreads)
 
@@ -843,15 +997,18 @@ def analyse_pool(
     achieved = _achieved_slowdowns(clean, slow) if slow_n else {}
     got = {n: _time_to_log_pct(achieved[n]) for n in achieved if injected[n]}
 
-    def promising(used: Mapping[str, tuple[float, float, float]]) -> set[str]:
+    def promising(gates_used: Mapping[str, tuple[float, float, float]]) -> set[str]:
         """The benchmarks these gates promise to catch at DETECTION_POWER: the minimal
         detectable change at that power at most the slow-down they really got."""
         return {
             n
             for n, g in got.items()
-            if n in used
+            if n in gates_used
             and detectable_change(
-                used[n][0], used[n][1], threshold=config.threshold, power=DETECTION_POWER
+                gates_used[n][0],
+                gates_used[n][1],
+                threshold=config.threshold,
+                power=DETECTION_POWER,
             )
             <= g
         }
@@ -861,17 +1018,30 @@ def analyse_pool(
     # the comparisons whose calibration promised to catch the slow-down, and whether
     # they did
     promised: dict[str, list[bool]] = {n: [] for n in names}
-    final_judge = (final, priors(spreads))
+    final_judge = (final, priors(spreads), spreads)
     for i, ((a, _), slowed) in enumerate(zip(draws, slow_draws)):
-        used, used_priors = held[i] or final_judge
-        result = compare(side("clean", a), side("slow", slowed), as_noise(used), used_priors)
-        kept = promising(used)
+        judging, judging_priors, judging_spreads = held[i] or final_judge
+        first_slow, confirm_slow = (
+            sorted(slowed[: config.repeats]),
+            sorted(slowed[config.repeats :]),
+        )
+        result = compare(
+            side("clean", a), side("slow", first_slow), as_noise(judging), judging_priors
+        )
+        result = confirmed(
+            result,
+            ("clean", confirm_draws[i][0]),
+            ("slow", confirm_slow),
+            judging_spreads,
+            judging_priors,
+        )
+        kept = promising(judging)
         for row in result.rows:
             if row.fullname in detected:
                 detected[row.fullname].append(row.verdict is Verdict.WORSENED)
             if row.fullname in kept:
                 promised[row.fullname].append(row.verdict is Verdict.WORSENED)
-        for row in compare(side("clean", a), side("slow", slowed)).rows:
+        for row in compare(side("clean", a), side("slow", first_slow)).rows:
             if row.fullname in detected_raw:
                 detected_raw[row.fullname].append(row.verdict is Verdict.WORSENED)
 
@@ -916,17 +1086,25 @@ def analyse_pool(
         environment=dict(environment or {}),
         draws=tuple((tuple(a), tuple(b)) for a, b in draws),
         slow_pool=slow_n,
+        confirm=confirm,
+        false_alarm_rate_first=false_alarms_first,
+        confirm_draws=tuple((tuple(a), tuple(b)) for a, b in confirm_draws) if confirm else (),
     )
 
 
-def _sharing(draws: Sequence[tuple[Sequence[int], Sequence[int]]], i: int) -> set[int]:
-    """The comparisons that use any pool run of comparison ``i`` (``i`` included).
+def _sharing(
+    draws: Sequence[tuple[Sequence[int], Sequence[int]]], i: int, runs: set[int] | None = None
+) -> set[int]:
+    """The comparisons that use any pool run of comparison ``i`` (``i`` included), or
+    any of ``runs`` when given (the comparison's and its confirmation's).
 
     Example:
         >>> sorted(_sharing([((0,), (1,)), ((2,), (3,)), ((1,), (4,))], 0))
         [0, 2]
+        >>> sorted(_sharing([((0,), (1,)), ((2,), (3,)), ((1,), (4,))], 0, {0, 1, 3}))
+        [0, 1, 2]
     """
-    runs = set(draws[i][0]) | set(draws[i][1])
+    runs = runs if runs is not None else set(draws[i][0]) | set(draws[i][1])
     return {j for j, (a, b) in enumerate(draws) if runs & (set(a) | set(b))}
 
 
@@ -1157,6 +1335,13 @@ def format_calibration(calibration: Calibration) -> str:
         ),
         f"- threshold {c.threshold:g}%, FDR alpha {c.alpha:g}, family alpha {c.family_alpha:g}",
     ]
+    if c.confirm:
+        lines.insert(
+            -1,
+            f"- the same before confirmation (which re-runs what a comparison flagged, "
+            f"{c.confirm} more runs a side from other pool runs): "
+            f"{_pct(100 * c.false_alarm_rate_first, 0)}",
+        )
     if c.inject:
         lines.append(f"- injected slowdown for detection power: `{c.inject}`")
         lines += _detection_lines(c.detection_power())

@@ -10,7 +10,10 @@ Steps, for each benchmark set:
    so drift of the machine hits both sides alike;
 3. merge the samples per side and hand them to
    :func:`rlpace.bench.compare.compare_runs`;
-4. write ``<out_dir>/<set>.md`` (rlpace style), ``<set>.seed.md`` (seed style) and
+4. when that flags anything, run just the flagged benchmarks again, ``confirm`` runs
+   per side, ABBA in fresh processes, and keep a flag only where they flag it too
+   (:func:`judge_confirmation`): a whole process that ran slow does not repeat;
+5. write ``<out_dir>/<set>.md`` (rlpace style), ``<set>.seed.md`` (seed style) and
    ``<set>.json`` (the comparison as data).
 
 A set that cannot run here (the GPU set without CUDA) is skipped with a note and
@@ -31,7 +34,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -64,6 +67,8 @@ __all__ = [
     "abba_schedule",
     "checkout_base",
     "extra_environ",
+    "flagged_names",
+    "judge_confirmation",
     "judge_runs",
     "prepare_base_python",
     "repository_root",
@@ -119,10 +124,20 @@ class PipelineConfig:
     """Timing settings; default :class:`~rlpace.bench.runner.RunSettings`, shorter with ``quick``."""
     head_environ: Mapping[str, str] = field(default_factory=dict)
     """Extra environment variables for head runs only (e.g. an injected slowdown)."""
+    confirm: int = 2
+    """Runs per side, ABBA in fresh processes, of the confirmation stage: when the first
+    comparison flags anything, just those benchmarks run again and a flag stands only
+    if these runs flag it too, the same way (0: no confirmation). A whole process that
+    ran slow (a burst of load, the rare slow start of a multi-process case) flags
+    benchmarks in a two-run comparison; it does not repeat in fresh processes."""
 
     def __post_init__(self) -> None:
         if self.repeats < 1:
             raise BenchInputError(f"--repeats: expected an integer >= 1, got {self.repeats}")
+        if self.confirm < 0:
+            raise BenchInputError(
+                f"--confirm: expected runs per side >= 0 (0: no confirmation), got {self.confirm}"
+            )
         if self.base_env not in BASE_ENV_MODES:
             raise BenchInputError(
                 f"--base-env: expected one of {', '.join(BASE_ENV_MODES)}, got {self.base_env!r}"
@@ -225,6 +240,7 @@ def run_interleaved(
     keyword: str | None = None,
     environ: Mapping[str, Mapping[str, str]] | None = None,
     on_run: Callable[[int, str, RunOutcome], None] | None = None,
+    select: Sequence[str] = (),
 ) -> SideRuns:
     """Run ``set_name`` ``repeats`` times per side, ABBA, each in a fresh process.
 
@@ -237,6 +253,7 @@ def run_interleaved(
         keyword: pytest ``-k`` expression.
         environ: per side, extra environment variables for its runs.
         on_run: called after each run with ``(k, side, outcome)`` (progress).
+        select: pytest node ids to run instead of the whole set (a confirmation).
 
     Returns:
         The result files per side. When the first base/head pair timed nothing
@@ -267,6 +284,7 @@ def run_interleaved(
                 root=tree,
                 python=str(python),
                 quiet=True,
+                select=select,
             )
         if not output.is_file():
             raise PipelineError(
@@ -317,6 +335,8 @@ class SetOutcome:
     reports: tuple[Path, ...] = ()
     """The files written: ``<set>.md``, ``<set>.seed.md``, ``<set>.json``."""
     runs: SideRuns | None = None
+    confirm_runs: SideRuns | None = None
+    """The confirmation's runs (None when nothing was flagged or ``confirm`` is 0)."""
 
     @property
     def flagged(self) -> tuple[BenchmarkChange, ...]:
@@ -391,17 +411,19 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
         priors = calibration.process_priors() if calibration else None
         if progress is not None:
             progress.set_started(set_name, 2 * config.effective_repeats)
+        sides = {"base": (base.tree, base.python), "head": (repo, Path(sys.executable))}
+        environ = {
+            "base": _pythonpath_first(base.tree / "lib"),
+            "head": {**_pythonpath_first(repo / "lib"), **config.head_environ},
+        }
         runs = run_interleaved(
             set_name=set_name,
-            sides={"base": (base.tree, base.python), "head": (repo, Path(sys.executable))},
+            sides=sides,
             runs_dir=cache / "runs" / set_name,
             repeats=config.effective_repeats,
             settings=config.effective_settings,
             keyword=config.effective_keyword,
-            environ={
-                "base": _pythonpath_first(base.tree / "lib"),
-                "head": {**_pythonpath_first(repo / "lib"), **config.head_environ},
-            },
+            environ=environ,
             on_run=None if progress is None else progress.run_finished,
         )
         if runs.skipped is not None:
@@ -414,6 +436,7 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
         differences = require_compatible_runs(
             head_df, base_df, allow_mismatch=base.env_mode == "full", require_metadata=False
         )
+        same_packages = base.env_mode != "full"
         comparison = judge_runs(
             head_df,
             base_df,
@@ -421,15 +444,45 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
             alpha=config.alpha,
             noise=noise,
             process_priors=priors,
-            same_packages=base.env_mode != "full",
+            same_packages=same_packages,
         )
+        confirm_runs = None
+        names = flagged_names(comparison)
+        if config.confirm and names:
+            if progress is not None:
+                progress.confirm_started(set_name, len(names), 2 * config.confirm)
+            confirm_runs = run_interleaved(
+                set_name=set_name,
+                sides=sides,
+                runs_dir=cache / "runs" / f"{set_name}-confirm",
+                repeats=config.confirm,
+                settings=config.effective_settings,
+                environ=environ,
+                on_run=None if progress is None else progress.run_finished,
+                select=names,
+            )
+            comparison = judge_confirmation(
+                comparison,
+                merge_runs([load_results(p) for p in confirm_runs.head]),
+                merge_runs([load_results(p) for p in confirm_runs.base]),
+                repeats=config.confirm,
+                threshold=config.threshold,
+                alpha=config.alpha,
+                noise=calibration.confirmation_fractions(config.confirm, len(names))
+                if calibration
+                else None,
+                process_priors=priors,
+                same_packages=same_packages,
+            )
         if calibration is not None:
             note = calibration_note(
                 calibration, _shown_path(noise_file, repo), head_df.attrs.get("machine_info")
             )
             comparison = replace(comparison, calibration=note.to_dict())
         outcomes.append(
-            _write_reports(out_dir, set_name, comparison, runs, base, noise_file, differences)
+            _write_reports(
+                out_dir, set_name, comparison, runs, base, noise_file, differences, confirm_runs
+            )
         )
     return outcomes
 
@@ -481,6 +534,7 @@ def _write_reports(
     base: BaseCheckout,
     noise_file: Path | None,
     environment_differences: list[str],
+    confirm_runs: SideRuns | None = None,
 ) -> SetOutcome:
     from rlpace.bench.render import GITHUB_COMMENT_LIMIT, render_report
 
@@ -505,10 +559,21 @@ def _write_reports(
         str(noise_file) if noise_file and noise_file.is_file() else None
     )
     data["pipeline"]["environment_differences"] = list(environment_differences)
+    data["pipeline"]["confirmation"] = (
+        None
+        if confirm_runs is None
+        else {
+            "repeats": confirm_runs.repeats,
+            "benchmarks": [r.fullname for r in comparison.rows if r.confirmed is not None],
+            "order": [
+                f.stem for f in sorted(confirm_runs.base + confirm_runs.head, key=_run_order)
+            ],
+        }
+    )
     json_path = out_dir / f"{set_name}.json"
     json_path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     written.append(json_path)
-    return SetOutcome(set_name, comparison, None, tuple(written), runs)
+    return SetOutcome(set_name, comparison, None, tuple(written), runs, confirm_runs)
 
 
 def _write_skipped(out_dir: Path, set_name: str, runs: SideRuns, base: BaseCheckout) -> SetOutcome:
@@ -560,6 +625,8 @@ def judge_runs(
     noise: Mapping[str, float] | None = None,
     process_priors: Mapping[str, tuple[float, float]] | None = None,
     same_packages: bool = True,
+    family_size: int | None = None,
+    variance_prior: tuple[float, float] | None = None,
 ) -> Comparison:
     """Compare merged head and base runs as ``pr`` does: the comparator, with this run's
     negative-control floor (:mod:`rlpace.bench.controls`) added to the calibrated noise.
@@ -580,6 +647,8 @@ def judge_runs(
         same_packages: whether base and head run the same pinned packages; False when
             the base pins other requirements (its own full environment), where the
             controls may really have changed and are judged like any benchmark.
+        family_size: see :func:`~rlpace.bench.compare.compare_runs` (a confirmation).
+        variance_prior: see :func:`~rlpace.bench.compare.compare_runs` (a confirmation).
 
     Returns:
         The :class:`~rlpace.bench.compare.Comparison`, its ``noise_floor`` set.
@@ -606,7 +675,94 @@ def judge_runs(
         floor=floor,
         process_priors=process_priors,
         fixed_impl=floor.impl if same_packages else None,
+        family_size=family_size,
+        variance_prior=variance_prior,
     )
+
+
+def flagged_names(comparison: Comparison) -> list[str]:
+    """The benchmarks ``comparison`` flagged (improved or worsened), in row order: what a
+    confirmation re-runs.
+
+    Example:
+        >>> from rlpace.bench.compare import BenchmarkChange, Comparison, Verdict
+        >>> flagged_names(Comparison(rows=(BenchmarkChange("a", "a", Verdict.UNCHANGED),
+        ...                                BenchmarkChange("b", "b", Verdict.WORSENED))))
+        ['b']
+    """
+    from rlpace.bench.compare import Verdict
+
+    kinds = (Verdict.IMPROVED, Verdict.WORSENED)
+    return [r.fullname for r in comparison.rows if r.verdict in kinds]
+
+
+def judge_confirmation(
+    first: Comparison,
+    head: pd.DataFrame,
+    base: pd.DataFrame,
+    *,
+    repeats: int,
+    threshold: float = 5.0,
+    alpha: float = 0.05,
+    noise: Mapping[str, float] | None = None,
+    process_priors: Mapping[str, tuple[float, float]] | None = None,
+    same_packages: bool = True,
+) -> Comparison:
+    """Judge fresh runs of what ``first`` flagged, and keep only the flags they repeat.
+
+    The benchmarks ``first`` flagged (:func:`flagged_names`) are compared on ``head`` and
+    ``base`` alone, the confirmation runs, as :func:`judge_runs` does, with the
+    process-level gates shared over just those benchmarks (``family_size``) and the
+    variance prior ``first`` fitted on the whole set; then
+    :func:`rlpace.bench.compare.confirm_verdicts` clears the flags that did not repeat.
+    Rows the confirmation runs lack are not confirmed.
+
+    Args:
+        first: the comparison of the full set.
+        head: merged head confirmation runs (they may hold other benchmarks too).
+        base: merged base confirmation runs.
+        repeats: runs per side in ``head`` and ``base``.
+        threshold: effect threshold in percent.
+        alpha: false discovery rate (and family error rate of the process-level gates).
+        noise: the calibrated gates for ``repeats`` runs a side and this many tested
+            benchmarks (:meth:`rlpace.bench.calibration.Calibration.confirmation_fractions`).
+        process_priors: calibrated process variances.
+        same_packages: as for :func:`judge_runs`.
+
+    Returns:
+        ``first`` with unconfirmed flags cleared (``first`` itself when it flagged nothing).
+
+    Example:
+        >>> from rlpace.bench.results import results_from_records
+        >>> base = results_from_records([{"fullname": "a", "data": [1.0, 1.01, 0.99] * 5}])
+        >>> head = results_from_records([{"fullname": "a", "data": [1.5, 1.51, 1.49] * 5}])
+        >>> first = judge_runs(head, base)
+        >>> again = judge_confirmation(first, head, base, repeats=1)
+        >>> again.rows[0].verdict.value, again.rows[0].confirmed, again.confirm_repeats
+        ('worsened', True, 1)
+    """
+    names = flagged_names(first)
+    if not names:
+        return first
+    from rlpace.bench.compare import confirm_verdicts
+
+    def only(frame: pd.DataFrame) -> pd.DataFrame:
+        kept = frame[frame["fullname"].isin(names)].reset_index(drop=True)
+        kept.attrs = dict(frame.attrs)
+        return kept
+
+    second = judge_runs(
+        only(head),
+        only(base),
+        threshold=threshold,
+        alpha=alpha,
+        noise=noise,
+        process_priors=process_priors,
+        same_packages=same_packages,
+        family_size=len(names),
+        variance_prior=first.variance_prior,
+    )
+    return confirm_verdicts(first, second, repeats=repeats)
 
 
 class ProgressSink:
@@ -621,6 +777,9 @@ class ProgressSink:
 
     def set_started(self, set_name: str, runs: int) -> None:
         """``runs`` fresh processes are about to run for ``set_name``."""
+
+    def confirm_started(self, set_name: str, benchmarks: int, runs: int) -> None:
+        """``runs`` fresh processes re-run the ``benchmarks`` the first ones flagged."""
 
     def run_finished(self, repeat: int, side: str, outcome: RunOutcome) -> None:
         """One run ended."""

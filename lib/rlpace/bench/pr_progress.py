@@ -62,6 +62,10 @@ class RichProgress(ProgressSink):
     def set_started(self, set_name: str, runs: int) -> None:
         self.task = self.progress.add_task(f"{set_name} set", total=runs)
 
+    def confirm_started(self, set_name: str, benchmarks: int, runs: int) -> None:
+        flagged = f"{benchmarks} flagged benchmark{'s' if benchmarks != 1 else ''}"
+        self.task = self.progress.add_task(f"{set_name} set, confirming {flagged}", total=runs)
+
     def run_finished(self, repeat: int, side: str, outcome: RunOutcome) -> None:
         if self.task is not None:
             self.progress.advance(self.task)

@@ -43,6 +43,7 @@ __all__ = [
     "STYLES",
     "calibration_text",
     "calibration_warning",
+    "confirmation_text",
     "escape_markdown",
     "format_ops",
     "format_time",
@@ -295,6 +296,7 @@ def _environment():
         plural=_plural,
         calibration_text=calibration_text,
         calibration_warning=calibration_warning,
+        confirmation_text=confirmation_text,
     )
     return env
 
@@ -401,6 +403,47 @@ def _summary(comparison: Comparison) -> dict[str, Any]:
 
 def _plural(n: int, word: str, plural: str | None = None) -> str:
     return f"{n} {word if n == 1 else (plural or word + 's')}"
+
+
+def confirmation_text(comparison: Comparison) -> str:
+    """The comment's sentence about the confirmation stage (empty without one).
+
+    Example:
+        >>> rows = (BenchmarkChange("a", "a", Verdict.WORSENED, confirmed=True),
+        ...         BenchmarkChange("b", "b", Verdict.UNCHANGED, confirmed=False))
+        >>> print(confirmation_text(Comparison(rows=rows, confirm_repeats=2)))
+        Confirmed in fresh processes: the 2 benchmarks the first runs flagged ran again, 2 more runs a side, ABBA; 1 was flagged again the same way and stands, 1 was not and counts as noise.
+        >>> print(confirmation_text(Comparison(rows=rows[1:], confirm_repeats=2)))
+        Confirmed in fresh processes: the 1 benchmark the first runs flagged ran again, 2 more runs a side, ABBA; it was not flagged again and counts as noise.
+    """
+    tried = [r for r in comparison.rows if r.confirmed is not None]
+    if not comparison.confirm_repeats or not tried:
+        return ""
+    held = sum(1 for r in tried if r.confirmed)
+    dropped = len(tried) - held
+    if held and dropped:
+        outcome = (
+            f"{held} {'was' if held == 1 else 'were'} flagged again the same way and "
+            f"{'stands' if held == 1 else 'stand'}, {dropped} {'was' if dropped == 1 else 'were'}"
+            f" not and {'counts' if dropped == 1 else 'count'} as noise"
+        )
+    elif held:
+        outcome = (
+            "it was flagged again the same way and stands"
+            if held == 1
+            else "all were flagged again the same way and stand"
+        )
+    else:
+        outcome = (
+            "it was not flagged again and counts as noise"
+            if dropped == 1
+            else "none was flagged again; they count as noise"
+        )
+    runs = _plural(comparison.confirm_repeats, "more run")
+    return (
+        f"Confirmed in fresh processes: the {_plural(len(tried), 'benchmark')} the first "
+        f"runs flagged ran again, {runs} a side, ABBA; {outcome}."
+    )
 
 
 def calibration_text(note: Mapping[str, Any]) -> str:
@@ -516,8 +559,11 @@ def _render_rlpace(sets: dict[str, Comparison], title: str, max_chars: int) -> s
             summary = _summary(comparison)
             regressions = summary["regressions"]
             improvements = summary["improvements"]
+            unconfirmed = tuple(r for r in rows if r.confirmed is False)
+            all_unconfirmed = unconfirmed
             if list_limit is not None:
                 regressions, improvements = regressions[:list_limit], improvements[:list_limit]
+                unconfirmed = unconfirmed[:list_limit]
             sections.append(
                 {
                     "name": SET_TITLES.get(name, name),
@@ -528,6 +574,8 @@ def _render_rlpace(sets: dict[str, Comparison], title: str, max_chars: int) -> s
                     "improvements": improvements,
                     "improvements_hidden": len(summary["improvements"]) - len(improvements),
                     "failed": summary["failed"],
+                    "unconfirmed": unconfirmed,
+                    "unconfirmed_hidden": len(all_unconfirmed) - len(unconfirmed),
                     "rows": shown,
                     "rows_hidden": len(rows) - len(shown),
                     "show_throughput": any(math.isfinite(r.items_per_call) for r in rows),

@@ -220,6 +220,7 @@ def run(
     root: Path | str = ".",
     python: str = sys.executable,
     quiet: bool = False,
+    select: Sequence[str] = (),
 ) -> RunOutcome:
     """Run one benchmark set in a fresh pytest process and save its results.
 
@@ -232,6 +233,8 @@ def run(
         root: the repository root holding ``tests/benchmarks`` (a base worktree, say).
         python: the interpreter that runs pytest.
         quiet: capture pytest's output instead of letting it through.
+        select: pytest node ids (a results table's ``fullname``s) to run instead of the
+            whole suite, e.g. the benchmarks a confirmation re-runs.
 
     Returns:
         The exit status, the output file and how many results it holds.
@@ -254,7 +257,13 @@ def run(
     output.parent.mkdir(parents=True, exist_ok=True)
     if output.exists():
         output.unlink()
-    args = pytest_args(set_name=set_name, output=output, settings=settings, keyword=keyword)
+    args = pytest_args(
+        set_name=set_name,
+        output=output,
+        settings=settings,
+        keyword=keyword,
+        paths=tuple(select) or (str(SUITE_DIR),),
+    )
     proc = subprocess.run(
         [python, "-m", "pytest", *args],
         cwd=root,

@@ -45,6 +45,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="slowdown for detection power, RLPACE_BENCH_SLOWDOWN syntax, e.g. 'test_=0.1'",
     )
+    parser.add_argument(
+        "--confirm",
+        type=int,
+        default=2,
+        help="runs per side of the confirmation of a flag, as in pr (default 2; 0: none)",
+    )
     parser.add_argument("--out-dir", default="reports/aa", help="where <set>.json/.md go")
     parser.add_argument("--max-time", type=float, default=None, help="seconds of rounds per case")
     parser.add_argument("--seed", type=int, default=0, help="seed of the pool assignment")
@@ -83,6 +89,7 @@ def main(args: argparse.Namespace) -> int:
         settings=settings,
         seed=args.seed,
         reuse_runs=args.reuse_runs,
+        confirm=args.confirm,
     )
     with Progress(console=Console(stderr=True)) as progress:
         task = progress.add_task("A/A suite runs", total=None)

@@ -3,8 +3,8 @@
 Example:
     >>> from rlpace.bench.cli import build_parser
     >>> args = build_parser().parse_args(["pr", "--base", "main", "--sets", "cpu,gpu", "--quick"])
-    >>> args.base, args.sets, args.quick, args.repeats
-    ('main', 'cpu,gpu', True, 2)
+    >>> args.base, args.sets, args.quick, args.repeats, args.confirm
+    ('main', 'cpu,gpu', True, 2, 2)
 """
 
 from __future__ import annotations
@@ -32,6 +32,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=2,
         help="runs per side, ABBA (default 2: even, so balanced; the full CPU set then fits ~15 min on 2 cores)",
+    )
+    parser.add_argument(
+        "--confirm",
+        type=int,
+        default=2,
+        help="runs per side re-running what the first comparison flagged; a flag stands "
+        "only if they flag it too (default 2; 0: no confirmation)",
     )
     parser.add_argument("--out-dir", default="reports/pr", help="where reports go")
     parser.add_argument(
@@ -89,6 +96,7 @@ def main(args: argparse.Namespace) -> int:
         base_env=args.base_env,
         cache_dir=Path(args.cache_dir) if args.cache_dir else None,
         settings=settings,
+        confirm=args.confirm,
     )
     return run_pr_command(config, fail_on_regression=args.fail_on_regression)
 
