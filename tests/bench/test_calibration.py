@@ -360,6 +360,24 @@ def test_detectable_change_clears_gate_and_threshold_and_refuses_a_bad_power():
         detectable_change(8.0, 2.0, power=90)
 
 
+def test_a_confirmation_stage_is_part_of_the_detectable_change():
+    from scipy.stats import norm
+
+    from rlpace.bench.calibration import detectable_change
+
+    one = detectable_change(8.0, 2.0, power=0.9)
+    both = detectable_change(8.0, 2.0, power=0.9, confirm=(6.0, 2.0))
+    # both stages must pass: more than the first alone, and exactly the power asked
+    assert both > one
+    passed = norm.cdf((both - 8.0) / 2.0) * norm.cdf((both - 6.0) / 2.0)
+    assert math.isclose(passed, 0.9, abs_tol=1e-6)
+    # a confirmation that cannot miss (no spread, a gate below the first) changes nothing
+    assert math.isclose(detectable_change(8.0, 2.0, power=0.9, confirm=(1.0, 0.0)), one)
+    # the threshold binds the confirmation too
+    assert detectable_change(1.0, 0.0, threshold=5.0, power=0.9, confirm=(1.0, 0.0)) == 5.0
+    assert math.isnan(detectable_change(8.0, 2.0, power=0.9, confirm=(math.nan, 2.0)))
+
+
 def test_a_confirmation_clears_the_flags_of_rare_slow_processes_and_keeps_real_ones():
     import numpy as np
 

@@ -9,7 +9,10 @@ runs when the pool holds ``2 × repeats × runs`` of them, the default). From th
   benchmark, with the comparator's own gates, and again with the calibrated noise
   (each comparison judged with noise calibrated without its own runs, so the figure is
   not flattered by fitting its own data). Comparisons are judged as ``pr`` judges them,
-  negative-control floor included (:func:`rlpace.bench.pipeline.judge_runs`);
+  negative-control floor included (:func:`rlpace.bench.pipeline.judge_runs`), and
+  with ``confirm`` runs a side a comparison that flags anything is confirmed on other
+  pool runs (:func:`rlpace.bench.pipeline.judge_confirmation`), kept out of its
+  held-out calibration too; the rate before confirmation is kept as well;
 - per benchmark, the **run spread** (standard deviation of the log median of one run
   across every run of the pool, %, the process-to-process noise), the **spread** of the
   A/A change with ``repeats`` runs a side (``run spread × √(2 / repeats)``; from the A/A
@@ -207,22 +210,62 @@ def confirmation_gate(
     return float(student_t.ppf(level, runs - 1)) * run_spread_pct * math.sqrt(2 / repeats)
 
 
+def _confirmation_stage(
+    run_spread_pct: float, runs: int, repeats: int, family_size: int, family_alpha: float
+) -> tuple[float, float] | None:
+    """``(gate, spread)`` of a confirmation stage for :func:`detectable_change`, None
+    when the pool gives no spread."""
+    gate = confirmation_gate(
+        run_spread_pct, runs, repeats=repeats, family_size=family_size, family_alpha=family_alpha
+    )
+    if not math.isfinite(gate):
+        return None
+    return gate, run_spread_pct * math.sqrt(2 / repeats)
+
+
 def detectable_change(
-    gate_pct: float, spread_pct: float, *, threshold: float = 5.0, power: float = POWER
+    gate_pct: float,
+    spread_pct: float,
+    *,
+    threshold: float = 5.0,
+    power: float = POWER,
+    confirm: tuple[float, float] | None = None,
 ) -> float:
     """The smallest true change (%) flagged with probability ``power``: it must clear
     the gate and the threshold, and the A/A change scatters around it with
     ``spread_pct``, so ``max(gate, threshold) + z_power × spread``.
 
+    With ``confirm = (gate, spread)`` of a confirmation stage, the change must clear
+    both stages, on independent runs: the smallest ``d`` with
+    ``Φ((d − max(g₁, threshold)) / s₁) × Φ((d − max(g₂, threshold)) / s₂) ≥ power``.
+
     Example:
         >>> round(detectable_change(8.0, 2.0, power=0.8), 2), round(detectable_change(8.0, 2.0, power=0.9), 2)
         (9.68, 10.56)
+        >>> round(detectable_change(8.0, 2.0, power=0.9, confirm=(8.0, 2.0)), 2)
+        11.26
     """
+    from scipy.optimize import brentq
     from scipy.stats import norm
 
     if not 0 < power < 1:
         raise BenchInputError(f"power: expected a probability in (0, 1), got {power!r}")
-    return max(gate_pct, threshold) + float(norm.ppf(power)) * spread_pct
+    single = max(gate_pct, threshold) + float(norm.ppf(power)) * spread_pct
+    if confirm is None:
+        return single
+    stages = [(max(gate_pct, threshold), spread_pct), (max(confirm[0], threshold), confirm[1])]
+    if not all(math.isfinite(x) for stage in stages for x in stage):
+        return math.nan
+
+    def shortfall(d: float) -> float:
+        passed = 1.0
+        for floor, spread in stages:
+            passed *= float(norm.cdf((d - floor) / spread)) if spread > 0 else float(d >= floor)
+        return passed - power
+
+    low = max(floor for floor, _ in stages)
+    high = low + 10 * max(spread for _, spread in stages) + 1e-9
+    return float(brentq(shortfall, low, high)) if shortfall(low) < 0 else low
 
 
 @dataclass(frozen=True)
@@ -577,9 +620,7 @@ class Calibration:
         for b in self.benchmarks:
             if not (b.injected and b.detected is not None and math.isfinite(b.achieved_pct)):
                 continue
-            mdc = detectable_change(
-                b.gate_pct, b.spread_pct, threshold=self.threshold, power=DETECTION_POWER
-            )
+            mdc = self.detectable(b, DETECTION_POWER)
             if b.promised:
                 rows.append((b.fullname, mdc, b.achieved_pct, b.promised_detected, b.promised))
             elif legacy and math.isfinite(mdc) and mdc <= _time_to_log_pct(b.achieved_pct):
@@ -587,6 +628,31 @@ class Calibration:
                 hits = round(b.detected * trials)
                 rows.append((b.fullname, mdc, b.achieved_pct, hits, trials))
         return DetectionPower(DETECTION_POWER, tuple(rows))
+
+    def detectable(self, bench: BenchmarkNoise, power: float = DETECTION_POWER) -> float:
+        """The smallest change of ``bench`` flagged with probability ``power`` by ``pr``
+        judging as this calibration did: the first stage's gate, and with
+        :attr:`confirm` the confirmation's too (shared, at worst, over every benchmark
+        of the set), see :func:`detectable_change`.
+
+        Example:
+            >>> b = BenchmarkNoise("a", 2, (1.0,), 0, 2.0, 8.0, 12.0, 2.0, run_spread_pct=2.0, runs=32)
+            >>> cal = Calibration("cpu", 2, 2, 32, 5.0, 0.05, 0.05, 0.0, 0.0, (b,))
+            >>> round(cal.detectable(b), 2), round(replace(cal, confirm=2).detectable(b), 2)
+            (10.56, 10.59)
+        """
+        second = None
+        if self.confirm:
+            second = _confirmation_stage(
+                bench.run_spread_pct,
+                bench.runs,
+                self.confirm,
+                len(self.benchmarks),
+                self.family_alpha,
+            )
+        return detectable_change(
+            bench.gate_pct, bench.spread_pct, threshold=self.threshold, power=power, confirm=second
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """The versioned JSON form (NaN becomes None)."""
@@ -997,21 +1063,33 @@ def analyse_pool(
     achieved = _achieved_slowdowns(clean, slow) if slow_n else {}
     got = {n: _time_to_log_pct(achieved[n]) for n in achieved if injected[n]}
 
-    def promising(gates_used: Mapping[str, tuple[float, float, float]]) -> set[str]:
+    def promising(
+        gates_used: Mapping[str, tuple[float, float, float]],
+        spreads_used: Mapping[str, tuple[float, int]],
+    ) -> set[str]:
         """The benchmarks these gates promise to catch at DETECTION_POWER: the minimal
-        detectable change at that power at most the slow-down they really got."""
-        return {
-            n
-            for n, g in got.items()
-            if n in gates_used
-            and detectable_change(
+        detectable change at that power, of both stages with a confirmation (its gate
+        shared, at worst, over every benchmark), at most the slow-down they really got."""
+        out = set()
+        for n, g in got.items():
+            if n not in gates_used:
+                continue
+            second = None
+            if confirm:
+                sp, k = spreads_used.get(n, (math.nan, 0))
+                second = _confirmation_stage(sp, k, confirm, len(names), config.family_alpha)
+                if second is None:
+                    continue
+            mdc = detectable_change(
                 gates_used[n][0],
                 gates_used[n][1],
                 threshold=config.threshold,
                 power=DETECTION_POWER,
+                confirm=second,
             )
-            <= g
-        }
+            if mdc <= g:
+                out.add(n)
+        return out
 
     detected: dict[str, list[bool]] = {n: [] for n in names}
     detected_raw: dict[str, list[bool]] = {n: [] for n in names}
@@ -1035,7 +1113,7 @@ def analyse_pool(
             judging_spreads,
             judging_priors,
         )
-        kept = promising(judging)
+        kept = promising(judging, judging_spreads)
         for row in result.rows:
             if row.fullname in detected:
                 detected[row.fullname].append(row.verdict is Verdict.WORSENED)
@@ -1282,12 +1360,14 @@ def _pct(x: float | None, digits: int = 1) -> str:
     return "n/a" if x is None or not math.isfinite(x) else f"{x:.{digits}f}%"
 
 
-def _detection_lines(d: DetectionPower) -> list[str]:
+def _detection_lines(d: DetectionPower, confirm: int = 0) -> list[str]:
     """The summary lines of a :class:`DetectionPower`, with a table of its benchmarks."""
+    stages = " (both stages, the confirmation included)" if confirm else ""
     head = (
         f"- detection where the calibration promised {d.power:.0%} power (its minimal "
-        f"detectable change at {d.power:.0%} power at most the slow-down the benchmark "
-        "really got; each comparison judged and promised by a held-out calibration): "
+        f"detectable change at {d.power:.0%} power{stages} at most the slow-down the "
+        "benchmark really got; each comparison judged and promised by a held-out "
+        "calibration): "
     )
     if not d.rows:
         return [head + "no benchmark qualifies"]
@@ -1344,7 +1424,7 @@ def format_calibration(calibration: Calibration) -> str:
         )
     if c.inject:
         lines.append(f"- injected slowdown for detection power: `{c.inject}`")
-        lines += _detection_lines(c.detection_power())
+        lines += _detection_lines(c.detection_power(), c.confirm)
     header = "| benchmark | A/A spread | noise gate | MDC (80% power) | A/A flagged |"
     sep = "| --- | ---: | ---: | ---: | ---: |"
     if c.inject:
