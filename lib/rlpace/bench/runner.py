@@ -233,7 +233,7 @@ def run(
         root: the repository root holding ``tests/benchmarks`` (a base worktree, say).
         python: the interpreter that runs pytest.
         quiet: capture pytest's output instead of letting it through.
-        select: pytest node ids (a results table's ``fullname``s) to run instead of the
+        select: pytest node ids (the ``fullname`` of result rows) to run instead of the
             whole suite, e.g. the benchmarks a confirmation re-runs.
 
     Returns:
