@@ -412,9 +412,9 @@ def confirmation_text(comparison: Comparison) -> str:
         >>> rows = (BenchmarkChange("a", "a", Verdict.WORSENED, confirmed=True),
         ...         BenchmarkChange("b", "b", Verdict.UNCHANGED, confirmed=False))
         >>> print(confirmation_text(Comparison(rows=rows, confirm_repeats=2)))
-        Confirmed in fresh processes: the 2 benchmarks the first runs flagged ran again, 2 more runs a side, ABBA; 1 was flagged again the same way and stands, 1 was not and counts as noise.
+        Confirmation in fresh processes: the 2 benchmarks the first runs flagged ran again, 2 more runs a side, ABBA; 1 was flagged again the same way and stands, 1 was not and counts as noise.
         >>> print(confirmation_text(Comparison(rows=rows[1:], confirm_repeats=2)))
-        Confirmed in fresh processes: the 1 benchmark the first runs flagged ran again, 2 more runs a side, ABBA; it was not flagged again and counts as noise.
+        Confirmation in fresh processes: the 1 benchmark the first runs flagged ran again, 2 more runs a side, ABBA; it was not flagged again and counts as noise.
     """
     tried = [r for r in comparison.rows if r.confirmed is not None]
     if not comparison.confirm_repeats or not tried:
@@ -441,7 +441,7 @@ def confirmation_text(comparison: Comparison) -> str:
         )
     runs = _plural(comparison.confirm_repeats, "more run")
     return (
-        f"Confirmed in fresh processes: the {_plural(len(tried), 'benchmark')} the first "
+        f"Confirmation in fresh processes: the {_plural(len(tried), 'benchmark')} the first "
         f"runs flagged ran again, {runs} a side, ABBA; {outcome}."
     )
 
