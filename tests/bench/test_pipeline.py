@@ -198,7 +198,7 @@ def _checked_in_calibration(repo: Path) -> None:
         "cpu", 12, 2, 12, 5.0, 0.05, 0.05, 0.0, 1 / 12,
         (noise("test_steady", 10.0), noise("test_touched", 1.0)),
         inject="test_=0.1", environment={"cpu_count": 999}, slow_pool=4,
-        created="2026-11-30T15:00:00",
+        created="2026-11-30T15:00:00", confirm=2, false_alarm_rate_first=3 / 12,
     )  # fmt: skip
     write_calibration(cal, repo / "reports" / "calibration")
 
@@ -236,7 +236,11 @@ def test_pr_flags_the_slowed_case_and_only_it(tiny_repo, tmp_path, monkeypatch, 
     assert list(note["mismatch"]) == ["cpu_count"] and note["mismatch"]["cpu_count"][0] == 999
     comment = (out_dir / "cpu.md").read_text()
     assert "Calibrated noise: `reports/calibration/cpu.json` (12 A/A runs, 2026-11-30)" in comment
-    assert f"in 1 of 12 (at most {binomial_upper_bound(1, 12):.0%} at 95% confidence)" in comment
+    assert (
+        "in 1 of 12 with a confirmation of 2 runs a side "
+        f"(at most {binomial_upper_bound(1, 12):.0%} at 95% confidence; 3 without it)"
+    ) in comment
+    assert "false-alarm figure was measured with" not in comment  # pr confirms as it did
     assert "flagged in 75% of 12 comparisons on the 1 benchmark whose noise" in comment
     assert "another machine (cpu_count: 999 there" in comment and "rlpace-bench aa" in comment
     gpu = (out_dir / "gpu.md").read_text()

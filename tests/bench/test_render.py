@@ -364,3 +364,23 @@ def test_huge_detectable_changes_read_as_factors():
     assert _detectable(row(220.0)) == "×3.2"
     assert _detectable(row(1e6)) == "≥×1000"
     assert _detectable(row(float("nan"))) == "-"
+
+
+def test_the_calibration_line_says_how_its_false_alarms_were_judged_and_warns_on_a_mismatch():
+    from rlpace.bench.render import calibration_text, calibration_warning
+
+    note = {"source": "cpu.json", "pool": 32, "held_out_alarms": 0, "held_out_runs": 64,
+            "false_alarm_bound": 0.05, "confirm": 2, "held_out_alarms_first": 6,
+            "mismatch": {}, "run_confirm": 2}  # fmt: skip
+    text = calibration_text(note)
+    assert "0 of 64 with a confirmation of 2 runs a side" in text and "6 without it" in text
+    assert calibration_warning(note) == ""
+    # judged without a confirmation, its figure does not describe a run with one, and the
+    # other way round; a machine mismatch and this one are both said
+    off = calibration_warning({**note, "run_confirm": 0})
+    assert "measured with a confirmation of 2 runs a side, this run used no confirmation" in off
+    assert "`rlpace-bench aa --confirm 0`" in off
+    old = {**note, "confirm": 0, "held_out_alarms_first": None}
+    assert "with a confirmation" not in calibration_text(old)
+    both = calibration_warning({**old, "mismatch": {"cpu_count": [2, 4]}})
+    assert both.count("⚠️") == 2 and "this run used a confirmation of 2 runs a side" in both

@@ -1286,6 +1286,12 @@ class CalibrationNote:
     """Benchmarks whose noise allows detecting the injected slow-down at that power."""
     mismatch: Mapping[str, tuple[Any, Any]] = field(default_factory=dict)
     """``key → (calibrated, this run)`` for each machine property that differs."""
+    confirm: int = 0
+    """Runs a side of the confirmation the held-out figures were judged with (0: none)."""
+    held_out_alarms_first: int | None = None
+    """Held-out A/A comparisons that flagged anything before confirmation (None without one)."""
+    run_confirm: int | None = None
+    """Runs a side of this run's confirmation (None: not known)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form (NaN becomes None), as templates and ``<set>.json`` take it."""
@@ -1298,7 +1304,10 @@ class CalibrationNote:
 
 
 def calibration_note(
-    calibration: Calibration, source: str | Path, machine_info: Mapping[str, Any] | None = None
+    calibration: Calibration,
+    source: str | Path,
+    machine_info: Mapping[str, Any] | None = None,
+    confirm: int | None = None,
 ) -> CalibrationNote:
     """Summarise ``calibration`` for the PR comment that it judged.
 
@@ -1307,6 +1316,8 @@ def calibration_note(
         source: where it was read from (shown to the reader).
         machine_info: the head run's ``machine_info``; its :data:`ENVIRONMENT_KEYS` are
             compared with the calibration's (a key either side lacks is not compared).
+        confirm: the runs a side of this run's confirmation (``pr --confirm``), so the
+            comment can say when the calibration's figures were judged otherwise.
 
     Example:
         >>> cal = Calibration("cpu", 16, 2, 16, 5.0, 0.05, 0.05, 0.0, 1 / 16, (),
@@ -1338,6 +1349,11 @@ def calibration_note(
         detection_trials=power.trials,
         detection_benchmarks=len(power.rows),
         mismatch=mismatch,
+        confirm=calibration.confirm,
+        held_out_alarms_first=round(calibration.false_alarm_rate_first * calibration.runs)
+        if math.isfinite(calibration.false_alarm_rate_first)
+        else None,
+        run_confirm=confirm,
     )
 
 

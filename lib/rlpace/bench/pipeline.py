@@ -476,7 +476,10 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
             )
         if calibration is not None:
             note = calibration_note(
-                calibration, _shown_path(noise_file, repo), head_df.attrs.get("machine_info")
+                calibration,
+                _shown_path(noise_file, repo),
+                head_df.attrs.get("machine_info"),
+                confirm=config.confirm,
             )
             comparison = replace(comparison, calibration=note.to_dict())
         outcomes.append(

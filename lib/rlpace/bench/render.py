@@ -456,6 +456,10 @@ def calibration_text(note: Mapping[str, Any]) -> str:
         ...     "false_alarm_bound": 0.06, "injected_pct": 10.0, "detection_power": 0.9,
         ...     "detection_hits": 90, "detection_trials": 96, "detection_benchmarks": 2}))
         Calibrated noise: `reports/calibration/cpu.json` (24 A/A runs, 2026-11-30). Held-out A/A runs flagged anything in 0 of 48 (at most 6% at 95% confidence); an injected 10% slow-down was flagged in 94% of 96 comparisons on the 2 benchmarks whose noise allows it at 90% power.
+        >>> print(calibration_text({"source": "cpu.json", "pool": 32, "held_out_alarms": 0,
+        ...     "held_out_runs": 64, "false_alarm_bound": 0.05, "confirm": 2,
+        ...     "held_out_alarms_first": 6}))
+        Calibrated noise: `cpu.json` (32 A/A runs). Held-out A/A runs flagged anything in 0 of 64 with a confirmation of 2 runs a side (at most 5% at 95% confidence; 6 without it).
     """
     when = f", {note['created']}" if note.get("created") else ""
     out = f"Calibrated noise: {_code(note['source'])} ({note['pool']} A/A runs{when})."
@@ -463,8 +467,16 @@ def calibration_text(note: Mapping[str, Any]) -> str:
     bound = note.get("false_alarm_bound")
     if runs:
         out += f" Held-out A/A runs flagged anything in {note['held_out_alarms']} of {runs}"
+        confirm = note.get("confirm") or 0
+        if confirm:
+            out += f" with a confirmation of {_plural(confirm, 'run')} a side"
+        details = []
         if isinstance(bound, int | float) and math.isfinite(bound):
-            out += f" (at most {bound:.0%} at 95% confidence)"
+            details.append(f"at most {bound:.0%} at 95% confidence")
+        if confirm and note.get("held_out_alarms_first") is not None:
+            details.append(f"{note['held_out_alarms_first']} without it")
+        if details:
+            out += f" ({'; '.join(details)})"
     injected = note.get("injected_pct")
     if isinstance(injected, int | float) and math.isfinite(injected):
         out += ";" if runs else ""
@@ -491,20 +503,34 @@ def calibration_warning(note: Mapping[str, Any]) -> str:
         True
         >>> calibration_warning({"mismatch": {}})
         ''
+        >>> calibration_warning({"mismatch": {}, "confirm": 2, "run_confirm": 0})[:60]
+        "⚠️ The calibration's false-alarm figure was measured with a "
     """
     mismatch = note.get("mismatch") or {}
-    if not mismatch:
-        return ""
-    parts = "; ".join(
-        f"{escape_markdown(str(k))}: {escape_markdown(str(v[0]))} there, "
-        f"{escape_markdown(str(v[1]))} here"
-        for k, v in mismatch.items()
-    )
-    return (
-        f"⚠️ The calibration was measured on another machine ({parts}): its noise gates may "
-        "be too tight or too loose here. Recalibrate on this machine with `rlpace-bench aa` "
-        "and check the file in."
-    )
+    warnings = []
+    if mismatch:
+        parts = "; ".join(
+            f"{escape_markdown(str(k))}: {escape_markdown(str(v[0]))} there, "
+            f"{escape_markdown(str(v[1]))} here"
+            for k, v in mismatch.items()
+        )
+        warnings.append(
+            f"⚠️ The calibration was measured on another machine ({parts}): its noise gates "
+            "may be too tight or too loose here. Recalibrate on this machine with "
+            "`rlpace-bench aa` and check the file in."
+        )
+    here, there = note.get("run_confirm"), note.get("confirm") or 0
+    if here is not None and here != there:
+
+        def side(k: int) -> str:
+            return f"a confirmation of {_plural(k, 'run')} a side" if k else "no confirmation"
+
+        warnings.append(
+            f"⚠️ The calibration's false-alarm figure was measured with {side(there)}, this "
+            f"run used {side(here)}: it does not describe this run. Run `rlpace-bench aa "
+            f"--confirm {here}` to measure it."
+        )
+    return " ".join(warnings)
 
 
 def _code(text: str) -> str:
