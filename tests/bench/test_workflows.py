@@ -33,8 +33,10 @@ def _check_jsonschema() -> str:
     return found
 
 
-def test_the_three_workflows_exist():
-    assert [f.name for f in FILES] == ["bench-comment.yml", "bench-nightly.yml", "bench-pr.yml"]
+def test_the_four_workflows_exist():
+    assert [f.name for f in FILES] == [
+        "bench-calibrate.yml", "bench-comment.yml", "bench-nightly.yml", "bench-pr.yml",
+    ]  # fmt: skip
 
 
 def test_workflows_match_githubs_schema():
@@ -100,6 +102,26 @@ def test_nightly_runs_asv_new_and_publishes():
     assert "deploy-pages" in _steps_text(wf["jobs"]["publish"])
 
 
+def test_calibration_runs_by_hand_on_the_commenting_runners_and_only_uploads():
+    wf = _load("bench-calibrate.yml")
+    assert set(wf["on"]) == {"workflow_dispatch"}
+    assert wf["permissions"] == {"contents": "read"}
+    text = (WORKFLOWS / "bench-calibrate.yml").read_text()
+    assert "${{ secrets." not in text and "GITHUB_TOKEN" not in text
+    jobs = wf["jobs"]
+    # the same runners as bench-pr.yml, so the calibration describes the machine that
+    # judges the pull requests
+    pr = _load("bench-pr.yml")["jobs"]
+    assert jobs["cpu"]["runs-on"] == pr["cpu"]["runs-on"]
+    assert jobs["gpu"]["runs-on"] == pr["gpu"]["runs-on"]
+    for name, job in jobs.items():
+        steps = _steps_text(job)
+        assert f"rlpace-bench aa --set {name} --repeats 2" in steps
+        assert "--inject" in steps and "test_=0.1,*[torchrl*=0" in steps
+        assert "upload-artifact" in steps and "reports/aa/" in steps
+        assert "persist-credentials': False" in steps
+
+
 def test_standard_runners_install_the_cpu_build_of_the_pinned_torch():
     # torch==2.13.0 from PyPI alone is the multi-GB CUDA build; the standard-runner jobs
     # that install ci/requirements.txt must see PyTorch's CPU index
@@ -108,4 +130,5 @@ def test_standard_runners_install_the_cpu_build_of_the_pinned_torch():
     nightly = _load("bench-nightly.yml")
     assert pr["jobs"]["cpu"]["env"]["PIP_EXTRA_INDEX_URL"] == cpu_index
     assert nightly["jobs"]["asv"]["env"]["PIP_EXTRA_INDEX_URL"] == cpu_index
+    assert _load("bench-calibrate.yml")["jobs"]["cpu"]["env"]["PIP_EXTRA_INDEX_URL"] == cpu_index
     assert "PIP_EXTRA_INDEX_URL" not in (pr["jobs"]["gpu"].get("env") or {})  # CUDA there
