@@ -210,6 +210,21 @@ def confirmation_gate(
     return float(student_t.ppf(level, runs - 1)) * run_spread_pct * math.sqrt(2 / repeats)
 
 
+def _confirmation_fractions(
+    spreads: Mapping[str, tuple[float, int]], repeats: int, family_size: int, family_alpha: float
+) -> dict[str, float]:
+    """``fullname → (run spread, runs)`` → the confirmation's gates as slow-down fractions
+    (:func:`confirmation_gate`); benchmarks without a spread are left out."""
+    out = {}
+    for name, (spread, runs) in spreads.items():
+        gate = confirmation_gate(
+            spread, runs, repeats=repeats, family_size=family_size, family_alpha=family_alpha
+        )
+        if math.isfinite(gate):
+            out[name] = _slowdown_fraction(gate)
+    return out
+
+
 def _confirmation_stage(
     run_spread_pct: float, runs: int, repeats: int, family_size: int, family_alpha: float
 ) -> tuple[float, float] | None:
@@ -545,17 +560,9 @@ class Calibration:
             >>> cal.confirmation_fractions(repeats=2, family_size=1)
             {'a': 0.03997}
         """
-        out = {}
-        for b in self.benchmarks:
-            gate = confirmation_gate(
-                b.run_spread_pct,
-                b.runs,
-                repeats=repeats,
-                family_size=family_size,
-                family_alpha=self.family_alpha,
-            )
-            if math.isfinite(gate):
-                out[b.fullname] = round(_slowdown_fraction(gate), 6)
+        spreads = {b.fullname: (b.run_spread_pct, b.runs) for b in self.benchmarks}
+        fractions = _confirmation_fractions(spreads, repeats, family_size, self.family_alpha)
+        out = {n: round(f, 6) for n, f in fractions.items()}
         return out
 
     def process_priors(self) -> dict[str, tuple[float, float]]:
@@ -965,17 +972,7 @@ def analyse_pool(
         if not confirm or not any(r.verdict in flagged_kinds for r in first.rows):
             return first
         tested = sum(r.verdict in flagged_kinds for r in first.rows)
-        noise = {}
-        for n, (sp, k) in spreads.items():
-            gate = confirmation_gate(
-                sp,
-                k,
-                repeats=confirm,
-                family_size=max(tested, 1),
-                family_alpha=config.family_alpha,
-            )
-            if math.isfinite(gate):
-                noise[n] = _slowdown_fraction(gate)
+        noise = _confirmation_fractions(spreads, confirm, max(tested, 1), config.family_alpha)
         return judge_confirmation(
             first,
             side(*b),
