@@ -24,7 +24,11 @@ def _check_number(name: str, value: Any, allow_zero: bool = True) -> float:
 class PrioritizedSampler(Sampler):
     """Prioritized replay: item ``i`` is drawn with probability ``p_i^alpha / sum p^alpha``.
 
-    New items get the highest priority seen so far. Samples carry a ``weight`` entry,
+    New items get the highest priority seen so far, including items written through
+    another handle of the same storage (a writer process whose buffer samples
+    uniformly, a bare ``storage.extend``): before each draw the sampler compares the
+    ledger's write count with the writes it has seen and gives unseen committed slots
+    the highest priority. Samples carry a ``weight`` entry,
     the importance weight ``(N * P(i))^-beta`` divided by the largest possible one
     (that of the lowest-priority item), so weights lie in (0, 1]. The sum/min
     tree lives next to a shared storage's data, so every process draws from, and
@@ -71,24 +75,63 @@ class PrioritizedSampler(Sampler):
         mins = storage.shared_array("priority_min", (n,), np.float64, fill=np.inf)
         self._max = storage.shared_array("priority_max", (1,), np.float64, fill=1.0)
         self._tree = SumMinTree(self.max_capacity, sums, mins)
+        # seen[slot]: the ledger ticket whose priority the tree holds (0: none)
+        self._seen = storage.shared_array("priority_seen", (storage.max_size,), np.int64)
+        # [tickets reserved through these hooks, ledger generation they belong to]
+        self._synced = storage.shared_array("priority_synced", (2,), np.int64)
+        self._ledger = storage.ledger
         self._lock = storage.ledger.lock
-        self._valid = storage.ledger.valid
 
     # called by the ledger with the lock held
     def on_reserve(self, slots: np.ndarray) -> None:
         self._tree.set(torch.from_numpy(slots), 0.0)
+        self._seen[slots] = 0
+        self._synced[0] += len(slots)
 
     def on_commit(self, slots: np.ndarray) -> None:
         self._tree.set(torch.from_numpy(slots), float(self._max[0]) ** self.alpha)
+        self._seen[slots] = self._ledger.owner[slots]
 
     def on_empty(self) -> None:
         self._tree.clear()
         self._max[0] = 1.0
+        self._seen[...] = 0
+        self._synced[:] = (0, self._ledger.generation)
+
+    def _catch_up(self) -> None:
+        """Give items written without this sampler's hooks their priority (lock held).
+
+        Every write through a buffer with this sampler counts its tickets in
+        ``synced[0]``; when that equals the ledger's write count nothing was written
+        elsewhere and this is two integer reads. Otherwise the committed slots whose
+        ticket the tree has not seen get the highest priority, slots re-reserved
+        elsewhere lose theirs, and once no write is in flight the count is caught up.
+        """
+        ledger, synced = self._ledger, self._synced
+        writes, generation = ledger.writes, ledger.generation
+        if synced[0] == writes and synced[1] == generation:
+            return
+        if synced[1] != generation:  # emptied or restored through another handle
+            self._tree.clear()
+            self._seen[...] = 0
+        owner = np.array(ledger.owner)
+        valid = np.array(ledger.valid, dtype=bool)
+        fresh = np.flatnonzero(valid & (self._seen != owner))
+        if fresh.size:
+            self._tree.set(torch.from_numpy(fresh), float(self._max[0]) ** self.alpha)
+            self._seen[fresh] = owner[fresh]
+        gone = np.flatnonzero(~valid & (self._seen != 0))
+        if gone.size:
+            self._tree.set(torch.from_numpy(gone), 0.0)
+            self._seen[gone] = 0
+        in_flight = bool(np.any((owner > 0) & ~valid))
+        synced[:] = (synced[0] if in_flight else writes, generation)
 
     def sample(self, storage, batch_size: int):
         n, _ = _committed(storage)
         with self._lock:
-            index = self._tree.draw(batch_size)
+            self._catch_up()
+            index = self._tree.draw(batch_size, self.generator)
             priority = self._tree.leaves(index)
             total, smallest = self._tree.total, self._tree.min
         weight = (priority / total * n) ** -self.beta
@@ -120,22 +163,27 @@ class PrioritizedSampler(Sampler):
             )
         value = priority + self.eps
         with self._lock:
-            live = torch.from_numpy(self._valid[index.numpy()].astype(bool))
+            self._catch_up()
+            live = torch.from_numpy(self._ledger.valid[index.numpy()].astype(bool))
             if bool(live.any()):
                 self._tree.set(index[live], value[live] ** self.alpha)
                 self._max[0] = max(float(self._max[0]), float(value[live].max()))
 
     def state_dict(self) -> dict[str, Any]:
         tree = self._tree
-        return {
-            "priorities": tree.sums[tree.size : tree.size + tree.capacity].clone(),
-            "max_priority": float(self._max[0]),
-        }
+        with self._lock:
+            self._catch_up()
+            return {
+                "priorities": tree.sums[tree.size : tree.size + tree.capacity].clone(),
+                "max_priority": float(self._max[0]),
+            }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Set the priorities from :meth:`state_dict`; call after the storage's (the buffer does)."""
         tree = self._tree
         with self._lock:
-            leaves = state["priorities"].to(torch.float64)
+            # a copy: the caller's tensor must not alias the tree
+            leaves = torch.as_tensor(state["priorities"], dtype=torch.float64).clone()
             tree.clear()
             tree.sums[tree.size : tree.size + len(leaves)] = leaves
             tree.mins[tree.size : tree.size + len(leaves)] = torch.where(
@@ -143,6 +191,11 @@ class PrioritizedSampler(Sampler):
             )
             tree.rebuild()
             self._max[0] = state["max_priority"]
+            # the saved priorities belong to the slots the storage now holds
+            ledger = self._ledger
+            valid = np.array(ledger.valid, dtype=bool)
+            self._seen[...] = np.where(valid, np.array(ledger.owner), 0)
+            self._synced[:] = (ledger.writes, ledger.generation)
 
     def __getstate__(self) -> dict[str, Any]:
         # the tree itself is reattached from the storage by the buffer

@@ -113,10 +113,10 @@ class SumMinTree:
         self.sums.zero_()
         self.mins.fill_(torch.inf)
 
-    def draw(self, n: int) -> torch.Tensor:
+    def draw(self, n: int, generator: torch.Generator | None = None) -> torch.Tensor:
         """``n`` leaf indices drawn with probability proportional to their priority."""
         total = self.sums[1]
-        mass = torch.rand(n, dtype=torch.float64) * total
+        mass = torch.rand(n, dtype=torch.float64, generator=generator) * total
         node = torch.ones(n, dtype=torch.int64)
         for _ in range(self.levels):
             left = 2 * node
@@ -129,5 +129,7 @@ class SumMinTree:
         absent = torch.index_select(self.sums, 0, node) <= 0
         if bool(absent.any()):
             weights = self.sums[self.size : self.size + self.capacity]
-            leaf[absent] = torch.multinomial(weights, int(absent.sum()), replacement=True)
+            leaf[absent] = torch.multinomial(
+                weights, int(absent.sum()), replacement=True, generator=generator
+            )
         return leaf
