@@ -356,3 +356,74 @@ def test_threads_extending_one_buffer_lose_nothing(batch, shared):
     _consistent(stored)
     assert len(rb) == 2_000
     assert sorted(stored["id"].tolist()) == [w * 1000 + i for w in range(4) for i in range(500)]
+
+
+# ---- regressions (issue 19) -------------------------------------------------------
+
+
+def test_list_storage_samples_a_ragged_batch_as_a_lazy_stack():
+    from tensordict import LazyStackedTensorDict
+
+    def rollout(lengths):
+        return LazyStackedTensorDict.lazy_stack(
+            [
+                TensorDict({"tokens": torch.full((n,), n), "reward": torch.tensor(float(n))})
+                for n in lengths
+            ]
+        )
+
+    rb = ReplayBuffer(ListStorage(10), batch_size=6)
+    rb.extend(rollout([1, 2, 3]))
+    rb.extend(rollout([4, 5]))  # a second batch: sampling gathers from both
+    sample = rb.sample()
+    assert isinstance(sample, LazyStackedTensorDict) and sample.batch_size == (6,)
+    for item, slot in zip(sample.tensordicts, sample["index"].tolist(), strict=True):
+        length = slot + 1
+        assert torch.equal(item["tokens"], torch.full((length,), length))
+    assert torch.equal(sample["reward"], sample["index"].float() + 1)
+    one = rb.storage.get(torch.tensor([2]))  # one batch only
+    assert one.tensordicts[0]["tokens"].tolist() == [3, 3, 3]
+
+
+def test_state_dict_returns_a_copy_and_load_state_dict_does_not_alias(batch):
+    for sampler in (SamplerWithoutReplacement(), PrioritizedSampler(16, 1.0, 1.0)):
+        rb = ReplayBuffer(TensorStorage(16), sampler, batch_size=4)
+        rb.extend(batch(0, 10))
+        rb.sample()
+        state = rb.state_dict()
+        saved = {
+            k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in state["sampler"].items()
+        }
+        # the buffer changes after state_dict: the state must not
+        rb.extend(batch(10, 6))
+        rb.sample()
+        if isinstance(sampler, PrioritizedSampler):
+            rb.update_priority(torch.arange(16), torch.rand(16) + 5)
+        for key, value in saved.items():
+            if isinstance(value, torch.Tensor):
+                assert torch.equal(state["sampler"][key], value), key
+        # the state changes after load_state_dict: the buffer must not
+        other = ReplayBuffer(
+            TensorStorage(16), type(sampler)(**sampler.__getstate__()), batch_size=4
+        )
+        other.load_state_dict(state)
+        before = other.state_dict()["sampler"]
+        for value in state["sampler"].values():
+            if isinstance(value, torch.Tensor):
+                value.fill_(3)
+        after = other.state_dict()["sampler"]
+        for key, value in before.items():
+            if isinstance(value, torch.Tensor):
+                assert torch.equal(after[key], value), key
+
+
+def test_list_storage_state_dict_is_a_copy_of_its_items():
+    rb = ReplayBuffer(ListStorage(4))
+    batch = TensorDict({"x": torch.zeros(3)}, [3])
+    rb.extend(batch)
+    state = rb.state_dict()
+    batch["x"] += 1  # ListStorage keeps references: the stored items change ...
+    assert rb[:]["x"].tolist() == [1.0, 1.0, 1.0]
+    other = ReplayBuffer(ListStorage(4))
+    other.load_state_dict(state)
+    assert other[:]["x"].tolist() == [0.0, 0.0, 0.0]  # ... the saved ones do not

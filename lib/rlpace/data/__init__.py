@@ -20,8 +20,8 @@ from rlpace.data._samplers import (
     RandomSampler,
     Sampler,
     SamplerWithoutReplacement,
-    SliceSampler,
 )
+from rlpace.data._slices import SliceSampler
 from rlpace.data._storage import ListStorage, MemmapStorage, TensorStorage
 from rlpace.data._writers import RoundRobinWriter
 

@@ -38,6 +38,8 @@ class ReplayBuffer:
         sampler: which items ``sample`` returns (default: ``RandomSampler()``).
         writer: where new items go (default: ``RoundRobinWriter()``).
         batch_size: the default ``sample`` size.
+        generator: the ``torch.Generator`` the sampler draws from, for reproducible
+            sampling (default: torch's global RNG); see :meth:`set_rng`.
 
     Example:
         >>> import torch
@@ -57,6 +59,7 @@ class ReplayBuffer:
         sampler: Sampler | None = None,
         writer: RoundRobinWriter | None = None,
         batch_size: int | None = None,
+        generator: torch.Generator | None = None,
     ):
         if not isinstance(storage, _Storage):
             raise TypeError(
@@ -80,7 +83,59 @@ class ReplayBuffer:
         self._sampler = sampler
         self._writer = writer
         self.batch_size = batch_size
+        self._generator: torch.Generator | None = None
         sampler.attach(storage)
+        if generator is not None:
+            self.set_rng(generator)
+
+    def set_rng(self, generator: torch.Generator | None) -> None:
+        """Draw samples from ``generator`` (``None``: torch's global RNG).
+
+        Two buffers holding the same items with generators seeded alike sample the
+        same indices. The generator belongs to this process: a buffer sent to
+        another process samples from that process's global RNG until ``set_rng``
+        is called there.
+
+        Example:
+            >>> from tensordict import TensorDict
+            >>> from rlpace.data import ReplayBuffer, TensorStorage
+            >>> rb = ReplayBuffer(TensorStorage(100))
+            >>> _ = rb.extend(TensorDict({"x": torch.arange(100)}, [100]))
+            >>> rb.set_rng(torch.Generator().manual_seed(0)); first = rb.sample(5)["x"]
+            >>> rb.set_rng(torch.Generator().manual_seed(0)); again = rb.sample(5)["x"]
+            >>> torch.equal(first, again)
+            True
+        """
+        if generator is not None and not isinstance(generator, torch.Generator):
+            raise TypeError(
+                f"set_rng expects a torch.Generator (or None for the global RNG); got "
+                f"{type(generator).__name__}"
+            )
+        self._generator = generator
+        self._sampler.generator = generator
+
+    @property
+    def generator(self) -> torch.Generator | None:
+        """The generator samples are drawn from (``None``: torch's global RNG)."""
+        return self._generator
+
+    @property
+    def write_count(self) -> int:
+        """Items written since the buffer was created or last emptied, by every process.
+
+        Counts every item an ``extend`` reserved, overwritten ones included, so it
+        keeps growing once the ring is full while ``len`` stays at ``max_size``.
+
+        Example:
+            >>> from tensordict import TensorDict
+            >>> from rlpace.data import ReplayBuffer, TensorStorage
+            >>> rb = ReplayBuffer(TensorStorage(4))
+            >>> _ = rb.extend(TensorDict({"x": torch.arange(6)}, [6]))
+            >>> _ = rb.extend(TensorDict({"x": torch.arange(3)}, [3]))
+            >>> rb.write_count, len(rb)
+            (7, 4)
+        """
+        return self._storage.ledger.writes
 
     @property
     def storage(self) -> _Storage:
@@ -95,6 +150,41 @@ class ReplayBuffer:
     def __len__(self) -> int:
         return len(self._storage)
 
+    def __getitem__(self, index: Any) -> Any:
+        """Items by storage index: ``rb[3]``, ``rb[:10]``, ``rb[tensor]``; ``rb["obs"]``: one entry of all.
+
+        Indices address the slots written so far in storage order (slot ``i`` holds
+        the ``i``-th item written until the ring wraps); negative ones count from the
+        end. Unlike :meth:`sample`, no ``index`` entry is added.
+
+        Example:
+            >>> from tensordict import TensorDict
+            >>> from rlpace.data import ReplayBuffer, TensorStorage
+            >>> rb = ReplayBuffer(TensorStorage(10))
+            >>> _ = rb.extend(TensorDict({"x": torch.arange(5) * 10}, [5]))
+            >>> rb[:3]["x"], rb[-1]["x"], rb["x"]
+            (tensor([ 0, 10, 20]), tensor(40), tensor([ 0, 10, 20, 30, 40]))
+        """
+        if isinstance(index, str) or (
+            isinstance(index, tuple) and index and all(isinstance(k, str) for k in index)
+        ):
+            return self._storage[:][index]
+        return self._storage[index]
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        """Overwrite written items in place, e.g. ``rb[idx] = relabelled`` (same layout as stored).
+
+        Example:
+            >>> from tensordict import TensorDict
+            >>> from rlpace.data import ReplayBuffer, TensorStorage
+            >>> rb = ReplayBuffer(TensorStorage(10))
+            >>> _ = rb.extend(TensorDict({"x": torch.zeros(3)}, [3]))
+            >>> rb[1] = TensorDict({"x": torch.tensor(7.0)}, [])
+            >>> rb[:]["x"]
+            tensor([0., 7., 0.])
+        """
+        self._storage[index] = value
+
     def __repr__(self) -> str:
         return (
             f"ReplayBuffer(storage={type(self._storage).__name__}(max_size="
@@ -104,7 +194,7 @@ class ReplayBuffer:
 
     # ---- writing ----------------------------------------------------------------
     def extend(self, data: Any) -> torch.Tensor:
-        """Append a batch of items (a TensorDict along its first dim, or a list for ListStorage).
+        """Append a batch of items: a TensorDict or a tensor along its first dim (or a list for ListStorage).
 
         Returns:
             The slots written, in the batch's order.
@@ -130,7 +220,7 @@ class ReplayBuffer:
             >>> rb.add(TensorDict({"r": torch.tensor(1.0)}, []))
             0
         """
-        batch = item.unsqueeze(0) if isinstance(item, TensorDictBase) else [item]
+        batch = item.unsqueeze(0) if isinstance(item, TensorDictBase | torch.Tensor) else [item]
         return int(self.extend(batch)[0])
 
     def empty(self) -> None:
@@ -167,12 +257,18 @@ class ReplayBuffer:
         update(self._storage, index, priority)
 
     # ---- reading ----------------------------------------------------------------
-    def sample(self, batch_size: int | None = None) -> Any:
+    def sample(self, batch_size: int | None = None, return_info: bool = False) -> Any:
         """Draw a batch of committed items.
+
+        Args:
+            batch_size: how many items (default: the buffer's ``batch_size``).
+            return_info: also return the sampling info (``index``, ``weight``, slice
+                flags) as a dict, as ``(data, info)``.
 
         Returns:
             A TensorDict with the items and an ``index`` entry (their slots), plus
-            ``weight`` for prioritized sampling; a list for non-TensorDict items.
+            ``weight`` for prioritized sampling; a tensor for plain-tensor items and
+            a list for other objects (these carry no ``index``: use ``return_info``).
 
         Example:
             >>> from tensordict import TensorDict
@@ -216,6 +312,8 @@ class ReplayBuffer:
             data.set("index", index.to(data.device) if data.device is not None else index)
             for key, value in info.items():
                 data.set(key, value)
+        if return_info:
+            return data, {"index": index, **info}
         return data
 
     def __iter__(self) -> Iterator[Any]:
@@ -259,11 +357,15 @@ class ReplayBuffer:
             >>> len(other), other.sample(2)["r"].shape
             (3, torch.Size([2]))
         """
-        return {
+        state = {
             "format_version": FORMAT_VERSION,
             "storage": self._storage.state_dict(),
-            "sampler": self._sampler.state_dict(),
+            # a copy: the sampler's tensors go on changing with the buffer
+            "sampler": _copy_tensors(self._sampler.state_dict()),
         }
+        if self._generator is not None:
+            state["generator"] = self._generator.get_state()
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Replace this buffer's contents with a :meth:`state_dict`.
@@ -282,7 +384,12 @@ class ReplayBuffer:
                 f"version {FORMAT_VERSION}. Load it with the rlpace that saved it"
             )
         self._storage.load_state_dict(state["storage"])
-        self._sampler.load_state_dict(state["sampler"])
+        # a copy: later changes to ``state`` must not reach the buffer, nor the other way
+        self._sampler.load_state_dict(_copy_tensors(state["sampler"]))
+        if state.get("generator") is not None:
+            generator = self._generator if self._generator is not None else torch.Generator()
+            generator.set_state(state["generator"])
+            self.set_rng(generator)
 
     def dumps(self, path: str | os.PathLike) -> None:
         """Save the buffer's state to directory ``path`` (created if missing).
@@ -347,7 +454,19 @@ class ReplayBuffer:
         self._sampler = state["sampler"]
         self._writer = state["writer"]
         self.batch_size = state["batch_size"]
+        self._generator = None  # per process (see set_rng)
         self._sampler.attach(self._storage)
+
+
+def _copy_tensors(tree: Any) -> Any:
+    """``tree`` with every tensor (and TensorDict) in its dicts, lists and tuples cloned."""
+    if isinstance(tree, torch.Tensor | TensorDictBase):
+        return tree.clone()
+    if isinstance(tree, dict):
+        return {key: _copy_tensors(value) for key, value in tree.items()}
+    if isinstance(tree, list | tuple):
+        return type(tree)(_copy_tensors(value) for value in tree)
+    return tree
 
 
 def _check_batch_size(batch_size: Any) -> None:

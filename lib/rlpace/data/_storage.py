@@ -10,6 +10,7 @@ storage before the first write attaches to the same files.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import shutil
@@ -20,8 +21,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import torch
-from tensordict import MemoryMappedTensor, TensorDict, TensorDictBase
+from tensordict import LazyStackedTensorDict, MemoryMappedTensor, TensorDict, TensorDictBase
 
+from rlpace.data._indexing import index_slots
 from rlpace.data._ledger import FileLock, SlotLedger, _shared_array
 
 FORMAT_VERSION = 1
@@ -29,6 +31,9 @@ _META = "rlpace-storage.json"
 _SPEC = "spec.json"
 
 Key = tuple[str, ...]
+# the one entry a tensor storage keeps plain-tensor (non-TensorDict) items under
+_TENSOR_KEY = "_rlpace_tensor"
+_TENSOR_LEAF = (_TENSOR_KEY,)
 
 
 def _check_max_size(max_size: Any, cls: str) -> int:
@@ -76,9 +81,32 @@ class _Storage:
 
     max_size: int
     ledger: SlotLedger
+    #: in-place assignments (``storage[i] = x``) made through this handle; samplers
+    #: that cache what the items hold (slices) key their cache on it
+    _revision = 0
 
     def __len__(self) -> int:
         return len(self.ledger)
+
+    # ---- indexing ---------------------------------------------------------------
+    def __getitem__(self, index: Any) -> Any:
+        """The items at ``index`` among the slots written so far (see ``rlpace.data._indexing``).
+
+        An int gives one item; a slice, list or tensor gives a batch.
+        """
+        slots, single = index_slots(index, min(self.ledger.writes, self.max_size))
+        if single:
+            return self.get(slots.reshape(1))[0]
+        return self.get(slots)
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        """Overwrite written items in place (same keys, dtypes and shapes as stored)."""
+        slots, single = index_slots(index, min(self.ledger.writes, self.max_size))
+        self._assign(slots.reshape(-1), value, single)
+        self._revision += 1
+
+    def _assign(self, slots: torch.Tensor, value: Any, single: bool) -> None:
+        raise NotImplementedError
 
     @property
     def shared(self) -> bool:
@@ -266,11 +294,12 @@ class _TensorStorageBase(_Storage):
     def _prepare(self, data: Any) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], int]:
         if self._directory is None and os.getpid() != self._pid:
             raise RuntimeError(_not_shared_message(self, "was inherited by a forked process"))
+        if isinstance(data, torch.Tensor):
+            data = _tensor_batch(data)
         if not isinstance(data, TensorDictBase):
             raise TypeError(
-                f"{type(self).__name__}.extend expects a TensorDict with a leading batch "
-                f"dimension; got {type(data).__name__}. Wrap tensors as "
-                "TensorDict({'obs': x}, batch_size=[len(x)])"
+                f"{type(self).__name__}.extend expects a TensorDict or a tensor with a leading "
+                f"batch dimension; got {type(data).__name__}"
             )
         if data.batch_dims == 0:
             raise ValueError(
@@ -284,6 +313,7 @@ class _TensorStorageBase(_Storage):
             )
         if not self.allocated:
             self._allocate(data)
+        _check_plain(self, data)
         if data.batch_size[1:] != self._item_batch:
             raise ValueError(
                 f"item batch shape mismatch: the storage holds items of batch shape "
@@ -336,9 +366,14 @@ class _TensorStorageBase(_Storage):
                 dst[start:].copy_(src[:k])
                 dst[: n - k].copy_(src[k:])
 
+    @property
+    def holds_tensors(self) -> bool:
+        """Whether the items are plain tensors (the first batch was a tensor, not a TensorDict)."""
+        return self.allocated and _TENSOR_LEAF in self._leaves and len(self._leaves) == 1
+
     # ---- reading ----------------------------------------------------------------
-    def get(self, index: torch.Tensor) -> TensorDict:
-        """The items at ``index`` (slots) as one TensorDict."""
+    def get(self, index: torch.Tensor) -> TensorDict | torch.Tensor:
+        """The items at ``index`` (slots): one TensorDict, or one tensor for plain-tensor items."""
         if self._leaves is None and not self._attach_if_allocated():
             raise RuntimeError("the storage holds no data yet; extend it first")
         if index.device != self.device:
@@ -346,10 +381,29 @@ class _TensorStorageBase(_Storage):
         # index_select, not leaf[index]: advanced indexing goes through a parallel
         # kernel that stalls under CPU contention and costs twice as much when idle
         flat = index.reshape(-1)
-        gathered = {key: torch.index_select(leaf, 0, flat) for key, leaf in self._leaves.items()}
+        leaves = self._leaves
+        if len(leaves) == 1 and _TENSOR_LEAF in leaves:  # plain-tensor items
+            out = torch.index_select(leaves[_TENSOR_LEAF], 0, flat)
+            return out if index.dim() == 1 else out.reshape(*index.shape, *out.shape[1:])
+        gathered = {key: torch.index_select(leaf, 0, flat) for key, leaf in leaves.items()}
         if index.dim() != 1:
             gathered = {k: v.reshape(*index.shape, *v.shape[1:]) for k, v in gathered.items()}
         return TensorDict(_nest(gathered), batch_size=[*index.shape, *self._item_batch])
+
+    def _assign(self, slots: torch.Tensor, value: Any, single: bool) -> None:
+        if not self.allocated:
+            raise RuntimeError("the storage holds no data yet; extend it before assigning items")
+        if single and isinstance(value, TensorDictBase | torch.Tensor):
+            value = value.unsqueeze(0)
+        plan, n = self._prepare(value)
+        if n != len(slots):
+            raise ValueError(
+                f"storage[index] = value: the index names {len(slots)} slots, the value holds "
+                f"{n} items; pass one item per slot"
+            )
+        slots = slots.to(self.device)
+        for dst, src in plan:
+            dst.index_copy_(0, slots, src.to(dst.device))
 
     def get_unless_overwritten(self, index: torch.Tensor) -> TensorDict | None:
         """:meth:`get`, or ``None`` when a writer re-reserved one of the slots meanwhile.
@@ -391,7 +445,7 @@ class _TensorStorageBase(_Storage):
         """
         data = None
         filled = min(self.ledger.writes, self.max_size)
-        if self.allocated and filled:
+        if self.allocated and filled:  # plain-tensor items stay under their one key
             data = TensorDict(
                 _nest({k: v[:filled].clone() for k, v in self._leaves.items()}),
                 batch_size=[filled, *self._item_batch],
@@ -436,6 +490,28 @@ class _TensorStorageBase(_Storage):
             )
         self._setup(
             state["max_size"], torch.device(state["device"]), Path(state["directory"]), owned=False
+        )
+
+
+def _tensor_batch(data: torch.Tensor) -> TensorDict:
+    """A plain-tensor batch as the one-entry TensorDict a tensor storage keeps."""
+    if data.dim() == 0:
+        raise ValueError(
+            "extend expects a batch (a tensor with a leading batch dimension); got a 0-d "
+            "tensor. Use add() for a single item"
+        )
+    return TensorDict({_TENSOR_KEY: data}, batch_size=data.shape[:1])
+
+
+def _check_plain(storage: _TensorStorageBase, data: TensorDictBase) -> None:
+    """Refuse a TensorDict into a storage of plain tensors, and the other way round."""
+    holds_tensors = _TENSOR_LEAF in storage._leaves and len(storage._leaves) == 1
+    if holds_tensors != (_TENSOR_KEY in data.keys()):  # noqa: SIM118 (a TensorDict refuses `in`)
+        have = "plain tensors" if holds_tensors else "TensorDicts"
+        got = "a TensorDict" if holds_tensors else "a plain tensor"
+        raise TypeError(
+            f"{type(storage).__name__} holds {have} (fixed by its first batch); got {got}. "
+            f"Extend with {have}, or use another storage"
         )
 
 
@@ -536,26 +612,57 @@ class MemmapStorage(_TensorStorageBase):
         return self._directory
 
 
-def _take(batch: TensorDictBase, rows: torch.Tensor) -> TensorDictBase:
-    """``batch[rows]`` through index_select (see :meth:`_TensorStorageBase.get`)."""
+def _take(batch: TensorDictBase | torch.Tensor, rows: torch.Tensor) -> Any:
+    """``batch[rows]`` through index_select (see :meth:`_TensorStorageBase.get`).
+
+    A lazy stack (items of different shapes, e.g. token sequences of different
+    lengths) is indexed as a lazy stack: there is no dense tensor to select from.
+    """
+    if isinstance(batch, torch.Tensor):
+        return torch.index_select(batch, 0, rows)
+    if isinstance(batch, LazyStackedTensorDict):
+        return batch[rows]
     return batch.apply(
         lambda t: torch.index_select(t, 0, rows), batch_size=[len(rows), *batch.batch_size[1:]]
     )
 
 
 class _Row(NamedTuple):
-    """One item of a TensorDict batch held by a ListStorage: the batch and the row."""
+    """One item of a batch (TensorDict or tensor) held by a ListStorage: the batch and the row."""
 
-    batch: TensorDictBase
+    batch: TensorDictBase | torch.Tensor
     row: int
+
+
+def _entry(item: Any, key: Key | str) -> Any:
+    """``item[key]``, or a KeyError that names the key when the item has no such entry."""
+    value = item.get(key, None) if isinstance(item, TensorDictBase) else None
+    if value is None:
+        try:
+            value = item[key]
+        except (KeyError, TypeError, IndexError):
+            raise KeyError(f"the stored items hold no entry {key!r}") from None
+    return value
+
+
+def _stack_items(items: list[Any]) -> Any:
+    """Stack items one by one; items of different shapes give a lazy stack."""
+    try:
+        return torch.stack(items)
+    except Exception:
+        if all(isinstance(x, TensorDictBase) for x in items):
+            return LazyStackedTensorDict.lazy_stack(items)
+        return items  # tensors of different shapes
 
 
 class ListStorage(_Storage):
     """A storage of arbitrary Python objects in a list, private to this process.
 
-    ``extend`` takes a list of objects (or a TensorDict, stored item by item);
-    reading stacks TensorDict items back into one TensorDict and returns other
-    objects as a list. It keeps references, not copies: a batch changed in place
+    ``extend`` takes a list of objects, or a TensorDict or tensor batch stored item
+    by item; reading stacks TensorDict (or tensor) items back into one TensorDict (or
+    tensor) and returns other objects as a list. Items of different shapes (a lazy
+    stack of token sequences of different lengths, as an LLM environment returns)
+    come back as a lazy stack. It keeps references, not copies: a batch changed in place
     after ``extend`` changes the stored items too (TensorStorage copies). It cannot be
     shared: sending it to another process raises.
 
@@ -589,12 +696,17 @@ class ListStorage(_Storage):
             batch = data[-self.max_size :] if data.batch_size[0] > self.max_size else data
             # rows refer to their batch: no per-item split now, one gather per batch later
             items = [_Row(batch, i) for i in range(batch.batch_size[0])]
+        elif isinstance(data, torch.Tensor):
+            if data.dim() == 0:
+                raise ValueError("extend expects a batch; got a 0-d tensor. Use add() for one item")
+            batch = data[-self.max_size :]
+            items = [_Row(batch, i) for i in range(batch.shape[0])]
         elif isinstance(data, list | tuple):
             items = list(data)
         else:
             raise TypeError(
-                f"ListStorage.extend expects a list of items or a TensorDict batch; got "
-                f"{type(data).__name__}"
+                f"ListStorage.extend expects a list of items, a TensorDict or a tensor batch; "
+                f"got {type(data).__name__}"
             )
         if not items:
             raise ValueError("extend got an empty batch; pass at least one item")
@@ -607,7 +719,7 @@ class ListStorage(_Storage):
             self._items[(start + i) % self.max_size] = item
 
     def get(self, index: torch.Tensor) -> Any:
-        """The items at ``index`` (slots): a stacked TensorDict, or a list of objects."""
+        """The items at ``index`` (slots): a stacked TensorDict (or tensor), or a list of objects."""
         items = [self._items[i] for i in index.reshape(-1).tolist()]
         n_rows = sum(type(x) is _Row for x in items)
         if n_rows == 0:
@@ -625,9 +737,29 @@ class ListStorage(_Storage):
         try:
             parts = torch.cat([_take(b, torch.tensor(rows)) for b, _, rows in groups.values()])
         except Exception:  # batches of different structure: stack item by item
-            return torch.stack([batch[row] for batch, row in items])
+            return _stack_items([batch[row] for batch, row in items])
         positions = torch.tensor([p for _, pos, _ in groups.values() for p in pos])
         return _take(parts, torch.argsort(positions))
+
+    def _assign(self, slots: torch.Tensor, value: Any, single: bool) -> None:
+        if single:
+            items = [value]
+        elif isinstance(value, TensorDictBase | torch.Tensor) and value.dim() > 0:
+            items = [_Row(value, i) for i in range(value.shape[0])]
+        elif isinstance(value, list | tuple):
+            items = list(value)
+        else:
+            raise TypeError(
+                f"storage[index] = value with several slots expects a list, a TensorDict or a "
+                f"tensor batch; got {type(value).__name__}"
+            )
+        if len(items) != len(slots):
+            raise ValueError(
+                f"storage[index] = value: the index names {len(slots)} slots, the value holds "
+                f"{len(items)} items; pass one item per slot"
+            )
+        for slot, item in zip(slots.tolist(), items, strict=True):
+            self._items[slot] = item
 
     def column(self, key: Key | str, slots: torch.Tensor) -> torch.Tensor:
         """One entry's values at ``slots`` (items must be TensorDicts)."""
@@ -637,14 +769,16 @@ class ListStorage(_Storage):
             parts, run_batch, run_rows = [], None, []
             for batch, row in items:
                 if batch is not run_batch and run_rows:
-                    parts.append(torch.index_select(run_batch.get(key), 0, torch.tensor(run_rows)))
+                    parts.append(
+                        torch.index_select(_entry(run_batch, key), 0, torch.tensor(run_rows))
+                    )
                     run_rows = []
                 run_batch = batch
                 run_rows.append(row)
-            parts.append(torch.index_select(run_batch.get(key), 0, torch.tensor(run_rows)))
+            parts.append(torch.index_select(_entry(run_batch, key), 0, torch.tensor(run_rows)))
             return torch.cat(parts)
         return torch.stack(
-            [torch.as_tensor((x.batch[x.row] if type(x) is _Row else x)[key]) for x in items]
+            [torch.as_tensor(_entry(x.batch[x.row] if type(x) is _Row else x, key)) for x in items]
         )
 
     def state_dict(self) -> dict[str, Any]:
@@ -658,13 +792,14 @@ class ListStorage(_Storage):
             "max_size": self.max_size,
             "writes": writes,
             "valid": torch.from_numpy(self.ledger.valid.copy()),
-            "items": self._items[: min(writes, self.max_size)],
+            # a copy: later in-place changes to stored batches must not reach the state
+            "items": copy.deepcopy(self._items[: min(writes, self.max_size)]),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Replace the contents with a :meth:`state_dict`."""
         _check_state(self, state)
-        items = list(state["items"])
+        items = copy.deepcopy(list(state["items"]))
         self._items = items + [None] * (self.max_size - len(items))
         with self.ledger.lock:
             self.ledger.restore(int(state["writes"]), state["valid"].numpy())
