@@ -138,7 +138,7 @@ class SliceSampler(Sampler):
     def _trajectory_runs(self, storage):
         """(order, run_start, run_len) over committed slots in write order, cached per state."""
         ledger = storage.ledger
-        key = (ledger.writes, len(ledger), ledger.generation)
+        key = (ledger.writes, len(ledger), ledger.generation, storage._revision)
         if key == self._cache_key:
             return self._runs
         order = torch.from_numpy(ledger.logical_order())

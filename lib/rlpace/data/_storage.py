@@ -742,7 +742,9 @@ class ListStorage(_Storage):
         return _take(parts, torch.argsort(positions))
 
     def _assign(self, slots: torch.Tensor, value: Any, single: bool) -> None:
-        if single:
+        if single and isinstance(value, TensorDictBase | torch.Tensor):
+            items = [_Row(value.unsqueeze(0), 0)]  # stacks with the other rows on reading
+        elif single:
             items = [value]
         elif isinstance(value, TensorDictBase | torch.Tensor) and value.dim() > 0:
             items = [_Row(value, i) for i in range(value.shape[0])]
