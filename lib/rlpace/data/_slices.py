@@ -99,6 +99,7 @@ class SliceSampler(Sampler):
         self.truncated_key = truncated_key
         self._cache_key: tuple | None = None
         self._runs: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
+        self._last_flags: torch.Tensor | None = None  # the truncated flags of full slices
 
     def _shape(self, batch_size: int) -> tuple[int, int]:
         per = self.slice_len or batch_size // self.num_slices
@@ -172,35 +173,49 @@ class SliceSampler(Sampler):
             )
         gen = self.generator
         runs = eligible[torch.randint(len(eligible), (num,), generator=gen)]
+        if self.strict_length:  # every slice is ``per`` long: the fast path
+            room = (run_len[runs] - per + 1).to(torch.float64)
+            offset = (torch.rand(num, dtype=torch.float64, generator=gen) * room).long()
+            logical = ((run_start[runs] + offset).unsqueeze(1) + torch.arange(per)).reshape(-1)
+            index = order[logical]
+            return index, self._slice_info(storage, index, num, per, None)
         lengths = run_len[runs].clamp(max=per)
         room = (run_len[runs] - lengths + 1).to(torch.float64)
         starts = (
             run_start[runs] + (torch.rand(num, dtype=torch.float64, generator=gen) * room).long()
         )
-        if bool((lengths == per).all()):
-            logical = (starts.unsqueeze(1) + torch.arange(per)).reshape(-1)
-        else:  # ragged slices, one after the other
-            first = torch.cumsum(lengths, 0) - lengths
-            step = torch.arange(int(lengths.sum())) - torch.repeat_interleave(first, lengths)
-            logical = torch.repeat_interleave(starts, lengths) + step
+        first = torch.cumsum(lengths, 0) - lengths  # slices one after the other
+        step = torch.arange(int(lengths.sum())) - torch.repeat_interleave(first, lengths)
+        logical = torch.repeat_interleave(starts, lengths) + step
         index = order[logical]
-        return index, self._slice_info(storage, index, lengths)
+        return index, self._slice_info(storage, index, num, per, lengths)
 
-    def _slice_info(self, storage, index: torch.Tensor, lengths: torch.Tensor) -> dict:
+    def _slice_info(self, storage, index, num: int, per: int, lengths) -> dict:
         if self.truncated_key is None:
             return {}
         n = len(index)
-        truncated = torch.zeros(n, 1, dtype=torch.bool)
-        truncated[torch.cumsum(lengths, 0) - 1] = True
+        if lengths is None:
+            if self._last_flags is None or self._last_flags.shape[0] != n:
+                flags = torch.zeros(num, per, 1, dtype=torch.bool)
+                flags[:, -1] = True
+                self._last_flags = flags.reshape(n, 1)
+            truncated = self._last_flags.clone()
+        else:
+            truncated = torch.zeros(n, 1, dtype=torch.bool)
+            truncated[torch.cumsum(lengths, 0) - 1] = True
         done_key = _sibling(self.truncated_key, "done")
         terminated_key = _sibling(self.truncated_key, "terminated")
         done = _column_or_none(storage, done_key, index)
-        done = truncated if done is None else done.cpu().reshape(n, -1).bool() | truncated
+        if done is None:
+            done = truncated.clone()
+        else:
+            done = done.reshape(n, -1).cpu()
+            done = (done if done.dtype == torch.bool else done.bool()) | truncated
         terminated = _column_or_none(storage, terminated_key, index)
         if terminated is None:
             terminated = torch.zeros(n, 1, dtype=torch.bool)
         else:
-            terminated = terminated.cpu().reshape(n, -1).bool()
+            terminated = terminated.reshape(n, -1).cpu().bool()
         return {self.truncated_key: truncated, done_key: done, terminated_key: terminated}
 
     def __getstate__(self) -> dict[str, Any]:

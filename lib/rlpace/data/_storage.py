@@ -342,7 +342,9 @@ class _TensorStorageBase(_Storage):
             missing = sorted(set(self._signature) - {k for k, _ in self._keys_of(data)})
             raise KeyError(
                 f"extend got a batch without keys {missing} that the storage holds; every "
-                "batch must carry the same keys as the first"
+                "batch must carry the same keys as the first (the slots would keep stale "
+                "values there). Add those entries to the batch (e.g. zeros), or keep such "
+                "batches in a buffer of their own"
             )
         if n > self.max_size:  # only the newest max_size items would survive
             plan = [(dst, src[n - self.max_size :]) for dst, src in plan]
