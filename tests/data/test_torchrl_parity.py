@@ -196,6 +196,17 @@ def test_generator_state_travels_with_state_dict():
     assert [other.sample(4)["id"].tolist() for _ in range(3)] == expected
 
 
+def test_a_generator_stays_in_its_process():
+    import pickle
+
+    rb = ReplayBuffer(TensorStorage(8), generator=torch.Generator().manual_seed(0))
+    rb.extend(_items(8))
+    copy = pickle.loads(pickle.dumps(rb))  # what sending it to another process does
+    assert copy.generator is None and copy.sampler.generator is None
+    assert rb.sampler.generator is rb.generator
+    assert len(copy) == 8
+
+
 def test_set_rng_refuses_what_is_not_a_generator():
     rb = ReplayBuffer(TensorStorage(4))
     with pytest.raises(TypeError, match="expects a torch.Generator"):
