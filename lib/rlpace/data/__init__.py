@@ -14,6 +14,7 @@ Example:
 """
 
 from rlpace.data._buffer import ReplayBuffer
+from rlpace.data._list_storage import ListStorage
 from rlpace.data._prioritized import PrioritizedSampler
 from rlpace.data._samplers import (
     EmptyBufferError,
@@ -22,7 +23,7 @@ from rlpace.data._samplers import (
     SamplerWithoutReplacement,
 )
 from rlpace.data._slices import SliceSampler
-from rlpace.data._storage import ListStorage, MemmapStorage, TensorStorage
+from rlpace.data._storage import MemmapStorage, TensorStorage
 from rlpace.data._writers import RoundRobinWriter
 
 __all__ = [
