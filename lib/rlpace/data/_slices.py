@@ -100,6 +100,10 @@ class SliceSampler(Sampler):
         self._cache_key: tuple | None = None
         self._runs: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
         self._last_flags: torch.Tensor | None = None  # the truncated flags of full slices
+        self._absent: set = set()  # flag entries the storage lacks (until the next write)
+        if truncated_key is not None:
+            self._done_key = _sibling(truncated_key, "done")
+            self._terminated_key = _sibling(truncated_key, "terminated")
 
     def _shape(self, batch_size: int) -> tuple[int, int]:
         per = self.slice_len or batch_size // self.num_slices
@@ -142,6 +146,7 @@ class SliceSampler(Sampler):
         key = (ledger.writes, len(ledger), ledger.generation, storage._revision)
         if key == self._cache_key:
             return self._runs
+        self._absent = set()
         order = torch.from_numpy(ledger.logical_order())
         _, slots = ledger.committed()
         if slots is not None:  # drop uncommitted slots; they also break runs
@@ -203,20 +208,27 @@ class SliceSampler(Sampler):
         else:
             truncated = torch.zeros(n, 1, dtype=torch.bool)
             truncated[torch.cumsum(lengths, 0) - 1] = True
-        done_key = _sibling(self.truncated_key, "done")
-        terminated_key = _sibling(self.truncated_key, "terminated")
-        done = _column_or_none(storage, done_key, index)
+        done_key, terminated_key = self._done_key, self._terminated_key
+        done = self._stored_flag(storage, done_key, index)
         if done is None:
             done = truncated.clone()
         else:
             done = done.reshape(n, -1).cpu()
             done = (done if done.dtype == torch.bool else done.bool()) | truncated
-        terminated = _column_or_none(storage, terminated_key, index)
+        terminated = self._stored_flag(storage, terminated_key, index)
         if terminated is None:
             terminated = torch.zeros(n, 1, dtype=torch.bool)
         else:
             terminated = terminated.reshape(n, -1).cpu().bool()
         return {self.truncated_key: truncated, done_key: done, terminated_key: terminated}
+
+    def _stored_flag(self, storage, key: NestedKey, index: torch.Tensor) -> torch.Tensor | None:
+        if key in self._absent:
+            return None
+        value = _column_or_none(storage, key, index)
+        if value is None:
+            self._absent.add(key)
+        return value
 
     def __getstate__(self) -> dict[str, Any]:
         return {
