@@ -309,6 +309,7 @@ class ReplayBuffer:
                     "small for its write rate. Give it a larger max_size"
                 )
         if isinstance(data, TensorDictBase):
+            info = self._sampler.complete_info(data, info)
             data.set("index", index.to(data.device) if data.device is not None else index)
             for key, value in info.items():
                 data.set(key, value)

@@ -72,6 +72,14 @@ class Sampler:
     def sample(self, storage, batch_size: int) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         raise NotImplementedError
 
+    def complete_info(self, data: Any, info: dict[str, Any]) -> dict[str, Any]:
+        """``info`` with entries derived from the gathered TensorDict batch (default: as is).
+
+        The buffer calls it after reading the sampled items, so a sampler can build
+        entries from what the items hold without reading the storage twice.
+        """
+        return info
+
     def on_empty(self) -> None:
         """The buffer was emptied (called with the storage lock held)."""
 

@@ -100,7 +100,6 @@ class SliceSampler(Sampler):
         self._cache_key: tuple | None = None
         self._runs: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
         self._last_flags: torch.Tensor | None = None  # the truncated flags of full slices
-        self._absent: set = set()  # flag entries the storage lacks (until the next write)
         if truncated_key is not None:
             self._done_key = _sibling(truncated_key, "done")
             self._terminated_key = _sibling(truncated_key, "terminated")
@@ -146,7 +145,6 @@ class SliceSampler(Sampler):
         key = (ledger.writes, len(ledger), ledger.generation, storage._revision)
         if key == self._cache_key:
             return self._runs
-        self._absent = set()
         order = torch.from_numpy(ledger.logical_order())
         _, slots = ledger.committed()
         if slots is not None:  # drop uncommitted slots; they also break runs
@@ -183,7 +181,7 @@ class SliceSampler(Sampler):
             offset = (torch.rand(num, dtype=torch.float64, generator=gen) * room).long()
             logical = ((run_start[runs] + offset).unsqueeze(1) + torch.arange(per)).reshape(-1)
             index = order[logical]
-            return index, self._slice_info(storage, index, num, per, None)
+            return index, self._slice_info(len(index), num, per, None)
         lengths = run_len[runs].clamp(max=per)
         room = (run_len[runs] - lengths + 1).to(torch.float64)
         starts = (
@@ -193,12 +191,12 @@ class SliceSampler(Sampler):
         step = torch.arange(int(lengths.sum())) - torch.repeat_interleave(first, lengths)
         logical = torch.repeat_interleave(starts, lengths) + step
         index = order[logical]
-        return index, self._slice_info(storage, index, num, per, lengths)
+        return index, self._slice_info(len(index), num, per, lengths)
 
-    def _slice_info(self, storage, index, num: int, per: int, lengths) -> dict:
+    def _slice_info(self, n: int, num: int, per: int, lengths) -> dict:
+        """The ``truncated`` flags: ``True`` at the last item of each slice."""
         if self.truncated_key is None:
             return {}
-        n = len(index)
         if lengths is None:
             if self._last_flags is None or self._last_flags.shape[0] != n:
                 flags = torch.zeros(num, per, 1, dtype=torch.bool)
@@ -208,27 +206,27 @@ class SliceSampler(Sampler):
         else:
             truncated = torch.zeros(n, 1, dtype=torch.bool)
             truncated[torch.cumsum(lengths, 0) - 1] = True
-        done_key, terminated_key = self._done_key, self._terminated_key
-        done = self._stored_flag(storage, done_key, index)
+        return {self.truncated_key: truncated}
+
+    def complete_info(self, data, info: dict) -> dict:
+        """Add ``done`` (stored ``done`` or ``truncated``) and ``terminated`` from the gathered batch."""
+        truncated = None if self.truncated_key is None else info.get(self.truncated_key)
+        if truncated is None:
+            return info
+        n = truncated.shape[0]
+        done = data.get(self._done_key, None)
         if done is None:
             done = truncated.clone()
         else:
-            done = done.reshape(n, -1).cpu()
+            done = done.reshape(n, -1)
+            truncated = truncated.to(done.device)
             done = (done if done.dtype == torch.bool else done.bool()) | truncated
-        terminated = self._stored_flag(storage, terminated_key, index)
+        terminated = data.get(self._terminated_key, None)
         if terminated is None:
-            terminated = torch.zeros(n, 1, dtype=torch.bool)
+            terminated = torch.zeros_like(truncated)
         else:
-            terminated = terminated.reshape(n, -1).cpu().bool()
-        return {self.truncated_key: truncated, done_key: done, terminated_key: terminated}
-
-    def _stored_flag(self, storage, key: NestedKey, index: torch.Tensor) -> torch.Tensor | None:
-        if key in self._absent:
-            return None
-        value = _column_or_none(storage, key, index)
-        if value is None:
-            self._absent.add(key)
-        return value
+            terminated = terminated.reshape(n, -1).bool()
+        return {**info, self._done_key: done, self._terminated_key: terminated}
 
     def __getstate__(self) -> dict[str, Any]:
         return {
