@@ -167,3 +167,20 @@ def test_repeats_give_each_prompt_to_a_group_of_consecutive_elements(tok, batch_
     assert len({g[0] for g in groups}) == len(groups)  # and groups differ
     for s in set(column_major):  # each prompt was asked exactly `repeats` times
         assert column_major.count(s) == repeats
+
+
+def test_torchrl_transforms_run_on_every_layout_and_dense_ones_pass_the_checker(tok):
+    """A ragged batched env passes ``check_env_specs`` on its own (above); wrapped in a
+    ``TransformedEnv``, torchrl 0.14.1 builds a dense fake tensordict that ragged data
+    cannot match, a limit the guide's "Coming from torchrl" states."""
+    from torchrl.envs import StepCounter, TransformedEnv
+
+    for kwargs in ({}, {"padded": True, "max_length": 64}, {"batch_size": ()}):
+        kwargs.setdefault("batch_size", 3)
+        base = LLMEnv(ArithmeticDataset(size=8), tokenizer=tok, max_turns=5, **kwargs)
+        env = TransformedEnv(base, StepCounter(max_steps=2))
+        r = env.rollout(4, break_when_any_done=False)
+        steps = r["next", "step_count"].reshape(-1, 4)
+        assert steps.tolist() == [[1, 2, 1, 2]] * steps.shape[0]  # StepCounter truncates
+        if kwargs.get("padded") or kwargs["batch_size"] == ():
+            env.check_env_specs(break_when_any_done="both")
