@@ -118,6 +118,7 @@ def test_build_passes_with_warnings_as_errors_and_examples_run(built):
         "guides/collectors",
         "guides/llm-env",
         "guides/trainers",
+        "guides/collect-replay-loss",
         "handbook/index",
         "handbook/writing-cases",
         "handbook/running",

@@ -83,10 +83,6 @@ def _train(cfg: Config) -> list[float]:
 
     torch.manual_seed(cfg.seed)
     tok = default_tokenizer()
-    if cfg.batch_size % cfg.group_size:
-        raise ValueError(
-            f"batch_size ({cfg.batch_size}) must be a multiple of group_size ({cfg.group_size})"
-        )
     questions = ArithmeticDataset(
         size=cfg.steps * cfg.batch_size // cfg.group_size,
         low=0,
@@ -94,12 +90,12 @@ def _train(cfg: Config) -> list[float]:
         ops=("+",),
         seed=cfg.seed,
     )
-    # each question group_size times in a row; the env reads them in order
-    grouped = [q for q in questions for _ in range(cfg.group_size)]
+    # repeats: each question goes to group_size consecutive batch elements (a group)
     env = LLMEnv(
-        grouped,
+        questions,
         tokenizer=tok,
         batch_size=cfg.batch_size,
+        repeats=cfg.group_size,
         padded=True,
         max_length=24,
         reward_fn=ExactMatchReward(require_marker=False),

@@ -39,7 +39,12 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m rlpace.train",
         description="Train PPO or SAC with rlpace (Hydra overrides, e.g. algo=ppo seed=1).",
     )
-    parser.add_argument("overrides", nargs="*", help="Hydra overrides such as trainer.lr=1e-3")
+    parser.add_argument(
+        "overrides",
+        nargs="*",
+        help="Hydra overrides such as lr=1e-3 trainer.total_frames=50000 seed=2 "
+        "(a misspelt key fails with a 'did you mean' hint)",
+    )
     parser.add_argument("--resume", default=None, help="continue from this checkpoint")
     parser.add_argument(
         "--learn",
@@ -138,8 +143,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit status (0 ok, 2 bad config, 130 interrupted).
 
     Example:
-        >>> main(["algo=ppo", "trainer.total_frame=10"])  # the error goes to stderr
+        >>> import contextlib, io
+        >>> err = io.StringIO()
+        >>> with contextlib.redirect_stderr(err):
+        ...     main(["algo=ppo", "trainer.total_frame=10"])
         2
+        >>> err.getvalue()
+        "error: trainer.total_frame: expected a key of the config, got 'trainer.total_frame=10'; did you mean trainer.total_frames?\\n"
     """
     from rlpace.trainers import CheckpointError, ConfigError, load_config, timeit
 

@@ -20,11 +20,13 @@ def _losses(rows):
     return [{k: v for k, v in r.items() if k.startswith("losses/") or k == "frames"} for r in rows]
 
 
-@pytest.mark.parametrize("algo", ["ppo", "sac"])
+@pytest.mark.parametrize("algo", ["ppo", "sac", "sac-prioritized"])
 def test_resume_reproduces_the_uninterrupted_runs_next_losses_exactly(
     algo, tiny_ppo, tiny_sac, tmp_path
 ):
     make, trainer_cls = (tiny_ppo, PPOTrainer) if algo == "ppo" else (tiny_sac, SACTrainer)
+    if algo == "sac-prioritized":  # the priorities travel in the checkpoint too
+        make = lambda: tiny_sac(prioritized=True)  # noqa: E731
     whole = trainer_cls(make(), run_dir=tmp_path / "whole")
     whole.train()
     whole_rows = read_log(tmp_path / "whole")

@@ -60,3 +60,26 @@ def test_module_entry_point_reports_bad_keys():
     )
     assert out.returncode == 2
     assert "trainer.nope: expected a key of the config" in out.stderr
+
+
+def test_misspelt_override_suggests_the_key_in_one_line_and_exits_2(tmp_path, capsys):
+    run = tmp_path / "never"
+    assert main(["algo=ppo", "trainer.lr=1e-3", f"trainer.run_dir={run}"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.endswith("did you mean lr?\n")
+    assert main(["algo=sac", "prioritised=true", f"trainer.run_dir={run}"]) == 2
+    assert capsys.readouterr().err.endswith("did you mean prioritized?\n")
+    assert main(["algo=ppo", "entropy_coef=0.1", f"trainer.run_dir={run}"]) == 2
+    assert capsys.readouterr().err.endswith("did you mean entropy_coeff?\n")
+    assert not run.exists()
+
+
+def test_help_shows_overrides_that_exist(capsys):
+    from rlpace.train import build_parser
+    from rlpace.trainers import load_config
+
+    text = build_parser().format_help()
+    assert "trainer.lr" not in text
+    examples = [w.strip("().,") for w in text.split() if "=" in w and not w.startswith("-")]
+    assert examples, text
+    load_config(["algo=ppo", *examples])  # every override the help shows is a real key

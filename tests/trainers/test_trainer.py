@@ -19,15 +19,19 @@ def test_hooks_fire_in_loop_order_with_their_payloads(tiny_ppo, tmp_path):
     steps_per_batch = cfg.epochs * (cfg.trainer.frames_per_batch // cfg.mini_batch_size)
     one_batch = ["pre_batch"] + ["pre_optim", "post_loss", "post_optim"] * steps_per_batch
     assert names == [
+        "setup",
         *one_batch,
         "post_batch",
         *one_batch,
         "post_batch",
         "post_eval",
         "post_checkpoint",  # batch_000002.pt
+        "shutdown",
         "post_checkpoint",  # final.pt
     ]
     payloads = dict(calls)
+    assert payloads["setup"] == tmp_path / "r"
+    assert payloads["shutdown"]["charts/optim_steps"] == 2 * steps_per_batch
     assert payloads["pre_batch"].numel() == cfg.trainer.frames_per_batch
     assert payloads["pre_optim"].numel() == cfg.mini_batch_size
     assert payloads["post_loss"].get("loss_objective", None) is not None
@@ -38,7 +42,7 @@ def test_hooks_fire_in_loop_order_with_their_payloads(tiny_ppo, tmp_path):
 
 def test_unknown_hook_point_and_non_callable_are_refused(tiny_ppo, tmp_path):
     trainer = PPOTrainer(tiny_ppo(), run_dir=tmp_path / "r")
-    with pytest.raises(ValueError, match="expected one of pre_batch"):
+    with pytest.raises(ValueError, match="expected one of setup, pre_batch"):
         trainer.register_hook("after_batch", print)
     with pytest.raises(TypeError, match="expected a callable"):
         trainer.register_hook("post_batch", 3)

@@ -9,6 +9,7 @@ before any work starts, with a message naming the key.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,7 @@ __all__ = [
     "SACConfig",
     "TrainerConfig",
     "config_from_dict",
+    "config_keys",
     "config_to_dict",
     "load_config",
     "register_configs",
@@ -230,8 +232,8 @@ class PPOConfig(RunConfig):
     """GAE lambda."""
     clip_epsilon: float = 0.2
     """PPO ratio clipping."""
-    entropy_coeff: float = 0.0
-    """Weight of the entropy bonus."""
+    entropy_coeff: float = 0.01
+    """Weight of the entropy bonus (0 turns it off; the entropy is logged either way)."""
     critic_coeff: float = 0.5
     """Weight of the value loss."""
     epochs: int = 10
@@ -301,6 +303,14 @@ class SACConfig(RunConfig):
     """Frames collected before the first gradient step."""
     alpha_init: float = 1.0
     """Initial entropy temperature (learned)."""
+    prioritized: bool = False
+    """Prioritized replay (``rlpace.data.PrioritizedSampler``): transitions are drawn in
+    proportion to their last TD error, and the Q and temperature losses are weighted by
+    the importance weights."""
+    priority_alpha: float = 0.7
+    """How strongly priorities shape sampling (0: uniform); with ``prioritized``."""
+    priority_beta: float = 0.5
+    """Importance-weight exponent (0: no correction, 1: full); with ``prioritized``."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -310,6 +320,14 @@ class SACConfig(RunConfig):
         _positive_int(self, "", "buffer_size")
         _positive_int(self, "", "init_random_frames", zero_ok=True)
         _unit_float(self, "", "tau")
+        _check(
+            isinstance(self.priority_alpha, int | float) and self.priority_alpha >= 0,
+            "priority_alpha",
+            "a float >= 0",
+            self.priority_alpha,
+            "set priority_alpha >= 0 (0 samples uniformly)",
+        )
+        _unit_float(self, "", "priority_beta")
         _check(
             self.batch_size <= self.buffer_size,
             "batch_size",
@@ -369,7 +387,7 @@ def config_from_dict(data: dict[str, Any]) -> PPOConfig | SACConfig:
         >>> config_from_dict({"algo": "ppo", "trainer": {"total_frame": 5}})
         Traceback (most recent call last):
         ...
-        rlpace.trainers._config.ConfigError: trainer.total_frame: expected a key of TrainerConfig, got 'total_frame'; remove it or fix its spelling
+        rlpace.trainers._config.ConfigError: trainer.total_frame: expected a key of TrainerConfig, got 'total_frame'; did you mean trainer.total_frames?
     """
     from omegaconf import OmegaConf
     from omegaconf import errors as oc_errors
@@ -389,7 +407,10 @@ def config_from_dict(data: dict[str, Any]) -> PPOConfig | SACConfig:
         parent_path, _, leaf = key.rpartition(".")
         parent = _walk(SCHEMAS[algo](), parent_path) if parent_path else SCHEMAS[algo]()
         raise ConfigError(
-            key, f"a key of {type(parent).__name__}", leaf, "remove it or fix its spelling"
+            key,
+            f"a key of {type(parent).__name__}",
+            leaf,
+            _did_you_mean(key, config_keys(algo)) or "remove it or fix its spelling",
         ) from None
     except oc_errors.MissingMandatoryValue as exc:
         raise ConfigError(
@@ -402,6 +423,45 @@ def config_from_dict(data: dict[str, Any]) -> PPOConfig | SACConfig:
             str(exc).splitlines()[0],
             f"see the field of {SCHEMAS[algo].__name__}",
         ) from None
+
+
+def config_keys(algo: str | None = None) -> list[str]:
+    """Every settable key of an algorithm's config, dotted (``trainer.total_frames``).
+
+    Args:
+        algo: ``"ppo"``, ``"sac"``, or None for the keys of both.
+
+    Example:
+        >>> "trainer.total_frames" in config_keys("ppo"), "tau" in config_keys("ppo")
+        (True, False)
+    """
+    names = sorted(SCHEMAS) if algo is None else [algo]
+    keys: set[str] = {"algo"}
+
+    def walk(d: dict[str, Any], prefix: str) -> None:
+        for k, v in d.items():
+            if isinstance(v, dict):
+                walk(v, f"{prefix}{k}.")
+            else:
+                keys.add(f"{prefix}{k}")
+
+    for name in names:
+        data = config_to_dict(SCHEMAS[name]())
+        data.pop("algo")
+        walk(data, "")
+    return sorted(keys)
+
+
+def _did_you_mean(key: str, keys: list[str]) -> str | None:
+    """``"did you mean X?"`` for a misspelt key: the same name at another level
+    (``trainer.lr`` -> ``lr``), else the closest key by ``difflib``."""
+    leaf = key.rpartition(".")[2]
+    same_leaf = [k for k in keys if k.rpartition(".")[2] == leaf and k != key]
+    close = same_leaf or difflib.get_close_matches(key, keys, n=1, cutoff=0.6)
+    if not close:
+        leaves = {k.rpartition(".")[2]: k for k in keys}
+        close = [leaves[m] for m in difflib.get_close_matches(leaf, list(leaves), n=1)]
+    return f"did you mean {close[0]}?" if close else None
 
 
 def _thawed_schema(schema: type) -> Any:
@@ -469,7 +529,11 @@ def load_config(overrides: list[str] | tuple[str, ...] = ()) -> PPOConfig | SACC
         >>> load_config(["algo=ppo", "trainer.totl_frames=1"])
         Traceback (most recent call last):
         ...
-        rlpace.trainers._config.ConfigError: trainer.totl_frames: expected a key of the config, got 'trainer.totl_frames=1'; check its spelling (see rlpace/trainers/conf)
+        rlpace.trainers._config.ConfigError: trainer.totl_frames: expected a key of the config, got 'trainer.totl_frames=1'; did you mean trainer.total_frames?
+        >>> load_config(["trainer.lr=1e-3"])  # lr is a root key, not the loop's
+        Traceback (most recent call last):
+        ...
+        rlpace.trainers._config.ConfigError: trainer.lr: expected a key of the config, got 'trainer.lr=1e-3'; did you mean lr?
     """
     from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException
@@ -485,11 +549,14 @@ def load_config(overrides: list[str] | tuple[str, ...] = ()) -> PPOConfig | SACC
         message = str(exc)
         bad = next((o for o in overrides if o.split("=")[0].lstrip("+~") in message), None)
         if bad is not None and "Could not override" in message:
+            key = bad.split("=")[0].lstrip("+~")
+            algo = next((o.partition("=")[2] for o in overrides if o.startswith("algo=")), "ppo")
+            hint = _did_you_mean(key, config_keys(algo if algo in SCHEMAS else None))
             raise ConfigError(
                 bad.split("=")[0],
                 "a key of the config",
                 bad,
-                "check its spelling (see rlpace/trainers/conf)",
+                hint or "check its spelling (see rlpace/trainers/conf)",
             ) from None
         if bad is not None and "Error merging override" in message:
             key, _, value = bad.partition("=")

@@ -21,11 +21,19 @@ from rlpace.trainers._trainer import Trainer, seed_everything
 __all__ = ["PPOTrainer"]
 
 _LOSS_TERMS = ("loss_objective", "loss_critic", "loss_entropy")
+# logged as losses/<name>: ``entropy`` is the policy's entropy, ``entropy_loss`` the
+# bonus term added to the loss (-entropy_coeff * entropy)
+_SCALARS = ("objective", "critic", "entropy", "entropy_loss", "approx_kl", "clip_fraction")
 
 
 class PPOTrainer(Trainer):
     """PPO: GAE advantages, ``epochs`` passes of shuffled mini-batches, ratio clipping,
     entropy bonus, gradient-norm clipping and an optionally annealed learning rate.
+
+    Logged per batch (means over its gradient steps): ``losses/objective``,
+    ``losses/critic``, ``losses/entropy`` (the policy's entropy),
+    ``losses/entropy_loss`` (the bonus term, ``-entropy_coeff * entropy``),
+    ``losses/approx_kl``, ``losses/clip_fraction`` and ``charts/lr``.
 
     Args:
         config: a :class:`PPOConfig`.
@@ -39,7 +47,7 @@ class PPOTrainer(Trainer):
         >>> with tempfile.TemporaryDirectory() as d:
         ...     scalars = PPOTrainer.from_config(cfg, run_dir=d).train()
         >>> sorted(k for k in scalars if k.startswith("losses/"))
-        ['losses/approx_kl', 'losses/clip_fraction', 'losses/critic', 'losses/entropy', 'losses/objective']
+        ['losses/approx_kl', 'losses/clip_fraction', 'losses/critic', 'losses/entropy', 'losses/entropy_loss', 'losses/objective']
     """
 
     def __init__(self, config: PPOConfig, *, run_dir: str | Path | None = None) -> None:
@@ -60,7 +68,8 @@ class PPOTrainer(Trainer):
             actor,
             critic,
             clip_epsilon=config.clip_epsilon,
-            entropy_bonus=config.entropy_coeff > 0,
+            # always computed, so the logged entropy is the policy's even with coeff 0
+            entropy_bonus=True,
             entropy_coeff=config.entropy_coeff,
             critic_coeff=config.critic_coeff,
             loss_critic_type="l2",
@@ -118,7 +127,7 @@ class PPOTrainer(Trainer):
         flat = batch.reshape(-1)
         n = flat.numel()
         mb = cfg.mini_batch_size
-        sums = dict.fromkeys(("objective", "critic", "entropy", "approx_kl", "clip_fraction"), 0.0)
+        sums = dict.fromkeys(_SCALARS, 0.0)
         steps = 0
         for _ in range(cfg.epochs):
             perm = torch.randperm(n)
@@ -136,10 +145,12 @@ class PPOTrainer(Trainer):
                 step = {
                     "objective": losses["loss_objective"].item(),
                     "critic": losses["loss_critic"].item(),
-                    "entropy": _item(losses, "entropy"),
+                    "entropy": losses["entropy"].item(),
+                    "entropy_loss": losses["loss_entropy"].item(),
                     "approx_kl": _item(losses, "kl_approx"),
                     "clip_fraction": _item(losses, "clip_fraction"),
                 }
+                self.optim_steps += 1
                 self.fire("post_optim", step)
                 for k, v in step.items():
                     sums[k] += v

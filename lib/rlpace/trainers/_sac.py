@@ -31,6 +31,11 @@ class SACTrainer(Trainer):
     """SAC: a replay buffer, ``utd_ratio`` gradient steps per collected frame after
     ``init_random_frames``, twin Q networks with soft target updates, learned temperature.
 
+    With ``prioritized=True`` the buffer samples with ``rlpace.data.PrioritizedSampler``:
+    after each gradient step the sampled transitions' priorities become their TD errors
+    (``|Q - target|``, the larger of the two Q networks'), and the sample's importance
+    weights (``weight``) weight the Q and temperature losses.
+
     Args:
         config: a :class:`SACConfig` (its env must have continuous actions).
         run_dir: the run's directory (see :class:`Trainer`).
@@ -90,10 +95,18 @@ class SACTrainer(Trainer):
             delay_qvalue=True,
         )
         self.loss_module.make_value_estimator(gamma=config.gamma)
+        # prioritized samples carry their importance weights under "weight"
+        self.loss_module.set_keys(priority_weight="weight")
         self.target_updater = SoftUpdate(self.loss_module, tau=config.tau)
         # fused: one kernel for every parameter instead of a Python loop over them
         self.optimizer = torch.optim.Adam(self.loss_module.parameters(), lr=config.lr, fused=True)
-        buffer = make_replay_buffer(config.buffer_size, config.batch_size)
+        buffer = make_replay_buffer(
+            config.buffer_size,
+            config.batch_size,
+            prioritized=config.prioritized,
+            alpha=config.priority_alpha,
+            beta=config.priority_beta,
+        )
         super().__init__(
             config,
             policy=actor,
@@ -150,7 +163,11 @@ class SACTrainer(Trainer):
                 total.backward()
                 self.optimizer.step()
                 self.target_updater.step()
+            if cfg.prioritized:
+                with timeit("sac/priority"):  # the loss wrote |TD error| into the sample
+                    self.buffer.update_priority(sample["index"], sample["td_error"])
             values = torch.stack([losses[k].detach() for k in _SCALAR_KEYS])
             sums += values
+            self.optim_steps += 1
             self.fire("post_optim", dict(zip(_SCALARS, values.tolist())))
         return {f"losses/{k}": v / steps for k, v in zip(_SCALARS, sums.tolist())}

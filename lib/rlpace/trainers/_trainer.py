@@ -1,10 +1,11 @@
 """``Trainer``: the loop shared by every algorithm, its hooks, checkpoints and run directory.
 
-One iteration: collect a batch → ``pre_batch`` hooks → :meth:`Trainer.optimize` (the
-algorithm; fires ``pre_optim`` / ``post_loss`` / ``post_optim`` per gradient step) →
-policy weights to the collector → ``post_batch`` hooks → log row → evaluation
-(``post_eval``) → checkpoint (``post_checkpoint``). Ctrl-C writes ``checkpoints/final.pt``
-before the ``KeyboardInterrupt`` propagates.
+A run: ``setup`` hooks, then per iteration: collect a batch → ``pre_batch`` hooks →
+:meth:`Trainer.optimize` (the algorithm; fires ``pre_optim`` / ``post_loss`` /
+``post_optim`` per gradient step) → policy weights to the collector → ``post_batch``
+hooks → log row → evaluation (``post_eval``) → checkpoint (``post_checkpoint``); at the
+end (also after an error or Ctrl-C) ``shutdown`` hooks. Ctrl-C writes
+``checkpoints/final.pt`` before the ``KeyboardInterrupt`` propagates.
 
 Determinism: at every checkpoint the collector is rebuilt with an env seed derived from
 the run seed and the batch count, so a run resumed from that checkpoint collects the
@@ -44,6 +45,7 @@ from rlpace.trainers._wiring import buffer_backend, collector_backend, make_coll
 __all__ = ["HOOK_POINTS", "Trainer"]
 
 HOOK_POINTS = (
+    "setup",
     "pre_batch",
     "post_batch",
     "pre_optim",
@@ -51,13 +53,17 @@ HOOK_POINTS = (
     "post_optim",
     "post_eval",
     "post_checkpoint",
+    "shutdown",
 )
 """Named points where :meth:`Trainer.register_hook` callables run, in loop order.
 
-Each hook is called as ``hook(trainer, payload)``: the collected batch (``pre_batch``,
+Each hook is called as ``hook(trainer, payload)``: the run directory (``setup``, once
+before the first batch, the collector built), the collected batch (``pre_batch``,
 ``post_batch``, ``pre_optim``: the mini-batch), the loss TensorDict (``post_loss``), the
-step's scalar dict (``post_optim``), the evaluation scalars (``post_eval``) or the
-checkpoint path (``post_checkpoint``).
+step's scalar dict (``post_optim``), the evaluation scalars (``post_eval``), the
+checkpoint path (``post_checkpoint``) or the last logged scalars (``shutdown``, once at
+the end of :meth:`Trainer.train`, also when it ends by an error or Ctrl-C, after the
+collector is shut down).
 """
 
 # Keys in a checkpoint's config that change shapes or semantics: resuming across them fails.
@@ -127,6 +133,7 @@ class Trainer:
         self.run_dir = Path(run_dir)
         self.frames = 0
         self.batches = 0
+        self.optim_steps = 0  # gradient steps taken; logged as charts/optim_steps
         self.episodes: list[tuple[int, float]] = []  # (frames at episode end, return)
         self.last_scalars: dict[str, float] = {}
         self.reached_target_at: tuple[int, float] | None = None  # (frames, seconds)
@@ -146,7 +153,7 @@ class Trainer:
             >>> PPOTrainer(PPOConfig(), run_dir="unused").register_hook("post_bath", print)
             Traceback (most recent call last):
             ...
-            ValueError: hook point 'post_bath': expected one of pre_batch, post_batch, pre_optim, post_loss, post_optim, post_eval, post_checkpoint; fix the name
+            ValueError: hook point 'post_bath': expected one of setup, pre_batch, post_batch, pre_optim, post_loss, post_optim, post_eval, post_checkpoint, shutdown; fix the name
         """
         if point not in self._hooks:
             raise ValueError(
@@ -166,7 +173,8 @@ class Trainer:
         """Every gradient step for one collected batch; returns scalars to log.
 
         Subclasses implement it, calling ``self.fire("pre_optim", mb)``,
-        ``self.fire("post_loss", loss_td)`` and ``self.fire("post_optim", scalars)`` per step.
+        ``self.fire("post_loss", loss_td)`` and ``self.fire("post_optim", scalars)`` per
+        step, and adding one to ``self.optim_steps`` per gradient step.
         """
         raise NotImplementedError(f"{type(self).__name__} must implement optimize(batch)")
 
@@ -242,6 +250,7 @@ class Trainer:
             "config": config_to_dict(self.config),
             "frames": self.frames,
             "batches": self.batches,
+            "optim_steps": self.optim_steps,
             "episodes": list(self.episodes),
             "wall_s": self._wall_s,
             "modules": {k: m.state_dict() for k, m in self.modules.items()},
@@ -281,6 +290,7 @@ class Trainer:
             self.buffer.load_state_dict(state["buffer"])
         self.frames = state["frames"]
         self.batches = state["batches"]
+        self.optim_steps = state.get("optim_steps", 0)  # absent from older checkpoints
         self.episodes = [tuple(e) for e in state["episodes"]]
         self._wall_s = state["wall_s"]
         set_rng_states(state["rng"])
@@ -341,6 +351,7 @@ class Trainer:
         try:
             torch.set_num_threads(tc.num_threads)
             self._new_collector()
+            self.fire("setup", self.run_dir)
             while self.frames < tc.total_frames:
                 t0 = time.perf_counter()
                 with timeit("trainer/collect"):
@@ -362,6 +373,7 @@ class Trainer:
                 ret = self.recent_return()
                 row = {**scalars, "charts/return": ret, "charts/frames_per_s": fps}
                 row["charts/episodes"] = float(len(self.episodes))
+                row["charts/optim_steps"] = float(self.optim_steps)
                 row["charts/wall_s"] = self._wall_s
                 if tc.eval_every_batches and self.batches % tc.eval_every_batches == 0:
                     with timeit("trainer/eval"):
@@ -409,6 +421,7 @@ class Trainer:
                     self.run_dir / "learning_curve.png",
                     title=f"{self.config.algo} on {self.config.env.name}",
                 )
+            self.fire("shutdown", self.last_scalars)
         self._checkpoint("final.pt")
         return self.last_scalars
 

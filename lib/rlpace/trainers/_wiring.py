@@ -53,8 +53,16 @@ def make_collector(
     return Collector(env_fn, policy, frames_per_batch=frames_per_batch, total_frames=total_frames)
 
 
-def make_replay_buffer(capacity: int, batch_size: int) -> Any:
-    """rlpace's uniform-sampling replay buffer over ``capacity`` transitions.
+def make_replay_buffer(
+    capacity: int,
+    batch_size: int,
+    *,
+    prioritized: bool = False,
+    alpha: float = 0.7,
+    beta: float = 0.5,
+) -> Any:
+    """rlpace's replay buffer over ``capacity`` transitions: uniform sampling, or
+    prioritized (``PrioritizedSampler(capacity, alpha, beta)``) with ``prioritized``.
 
     The storage is process-local (``shared=False``): the trainer samples in the process
     that collects, so nothing needs to live in ``/dev/shm``.
@@ -67,11 +75,15 @@ def make_replay_buffer(capacity: int, batch_size: int) -> Any:
         10
         >>> rb.sample()["x"].shape
         torch.Size([4])
+        >>> sorted(make_replay_buffer(100, 4, prioritized=True).extend(
+        ...     TensorDict({"x": torch.arange(10)}, [10])).tolist())[:3]
+        [0, 1, 2]
     """
-    from rlpace.data import RandomSampler, ReplayBuffer, TensorStorage
+    from rlpace.data import PrioritizedSampler, RandomSampler, ReplayBuffer, TensorStorage
 
+    sampler = PrioritizedSampler(capacity, alpha=alpha, beta=beta) if prioritized else None
     return ReplayBuffer(
         storage=TensorStorage(capacity, shared=False),
-        sampler=RandomSampler(),
+        sampler=sampler or RandomSampler(),
         batch_size=batch_size,
     )

@@ -211,9 +211,12 @@ def test_rollout_with_a_scripted_policy(tok):
 @pytest.mark.parametrize(
     ("kwargs", "error", "match"),
     [
-        ({"source": "a prompt"}, TypeError, "sequence of prompt strings"),
+        ({"source": "a prompt"}, TypeError, "prompt strings or samples"),
+        ({"source": 3}, TypeError, "an iterable"),
         ({"source": []}, ValueError, "empty source"),
         ({"batch_size": 0}, ValueError, "batch_size"),
+        ({"repeats": 0}, ValueError, "repeats must be an int >= 1"),
+        ({"batch_size": 3, "repeats": 2}, ValueError, "multiple of repeats"),
         ({"batch_size": (2, 2)}, ValueError, "one number"),
         ({"max_length": 0}, ValueError, "max_length"),
         ({"on_overflow": "ignore"}, ValueError, "on_overflow"),

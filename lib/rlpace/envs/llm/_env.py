@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -18,6 +18,7 @@ from tensordict import (
     lazy_stack,
 )
 from torchrl.data import Categorical, Composite, NonTensor, Unbounded
+from torchrl.data.tensor_specs import StackedComposite
 from torchrl.envs import EnvBase
 
 from rlpace.envs.llm._history import History, render_chat
@@ -74,15 +75,25 @@ class LLMEnv(EnvBase):
 
     Resets may be partial (``_reset`` mask); the elements not reset keep their state.
 
+    Specs: ``check_env_specs`` passes in every layout. The action spec of
+    ``from_text=False`` is bounded to the tokenizer's vocabulary, so random actions
+    (``rand_step``, ``rollout`` without a policy) are ids it can decode. A ragged
+    batched env describes its observation per element (a ``StackedComposite``, like
+    its data), since each element has its own length.
+
     Args:
-        source: the prompts, a sequence of strings, or a dataset: a sequence of
-            mappings with a ``"prompt"`` string (e.g. :class:`ArithmeticDataset`);
-            the whole sample is passed to ``reward_fn``.
+        source: the prompts: a sequence of strings, a dataset (a sequence of mappings
+            with a ``"prompt"`` string, e.g. :class:`ArithmeticDataset`; the whole
+            sample is passed to ``reward_fn``), or an iterable such as a
+            ``torch.utils.data.DataLoader``: its batches (lists of prompts or
+            collated dicts of lists) are unpacked into samples, read in the loader's
+            order, and a re-iterable loader restarts when it runs out.
         tokenizer: a ``tokenizers.Tokenizer`` or a ``transformers`` fast tokenizer, or
             ``None`` for a text-only environment.
         from_text: the action is ``text_response`` (True) or ``tokens_response``
             (False, needs a tokenizer).
-        batch_size: number of episodes run side by side.
+        batch_size: number of episodes run side by side; ``()`` makes an unbatched
+            env (one episode, no batch dimension: ``td["text"]`` is a string).
         max_length: the prompt budget in tokens (characters without a tokenizer).
         reward_fn: ``reward_fn(prompt, response, sample) -> float``; ``None`` rewards 0.
         max_turns: responses per episode.
@@ -90,8 +101,11 @@ class LLMEnv(EnvBase):
         padded: padded tensors with masks instead of ragged nested tensors.
         on_overflow: ``"truncate"`` or ``"error"`` for prompts over ``max_length``.
         system_prompt: a system message put before every prompt.
-        shuffle: draw samples in a random order (reseeded by ``set_seed``) rather
-            than in order.
+        shuffle: draw samples of a sequence in a random order (reseeded by
+            ``set_seed``) rather than in order; an iterable keeps its own order.
+        repeats: draw each sample this many times in a row, for group baselines
+            (GRPO): with ``batch_size`` a multiple of ``repeats``, a full reset gives
+            each group of ``repeats`` consecutive elements the same prompt.
 
     Example:
         >>> from rlpace.envs.llm import LLMEnv, ArithmeticDataset, ExactMatchReward
@@ -107,6 +121,11 @@ class LLMEnv(EnvBase):
         >>> out = env.step(td)
         >>> out["next", "reward"].squeeze(-1).tolist(), out["next", "done"].squeeze(-1).tolist()
         ([1.0, 0.0], [True, True])
+        >>> group = LLMEnv(["Say hi.", "Count to 3."], batch_size=4, repeats=2, shuffle=False)
+        >>> [h.messages[-1].content for h in group.reset()["history"]]
+        ['Say hi.', 'Say hi.', 'Count to 3.', 'Count to 3.']
+        >>> LLMEnv(["Say hi."], batch_size=()).reset()["text"]
+        '<|user|>Say hi.\\n<|assistant|>'
     """
 
     def __init__(
@@ -124,20 +143,39 @@ class LLMEnv(EnvBase):
         on_overflow: Literal["truncate", "error"] = "truncate",
         system_prompt: str | None = None,
         shuffle: bool = True,
+        repeats: int = 1,
     ) -> None:
-        if isinstance(source, (str, bytes)) or not isinstance(source, Sequence):
+        indexable = isinstance(source, Sequence) or (
+            hasattr(source, "__len__") and hasattr(source, "__getitem__")
+        )
+        if isinstance(source, str | bytes | Mapping) or not (
+            indexable or isinstance(source, Iterable)
+        ):
             raise TypeError(
-                "LLMEnv needs a sequence of prompt strings or of samples with a 'prompt' "
-                f"key; got {type(source).__name__}. Wrap a single prompt in a list."
+                "LLMEnv needs prompt strings or samples with a 'prompt' key, as a sequence, "
+                f"a dataset or an iterable (e.g. a DataLoader); got {type(source).__name__}. "
+                "Wrap a single prompt in a list."
             )
-        if len(source) == 0:
+        if indexable and len(source) == 0:
             raise ValueError("LLMEnv got an empty source; pass at least one prompt")
+        unbatched = False
         if isinstance(batch_size, torch.Size | tuple | list):
-            if len(batch_size) != 1:
-                raise ValueError(f"LLMEnv batch_size must be one number, got {tuple(batch_size)}")
-            batch_size = int(batch_size[0])
-        if batch_size < 1:
-            raise ValueError(f"LLMEnv batch_size must be >= 1, got {batch_size}")
+            if len(batch_size) > 1:
+                raise ValueError(
+                    f"LLMEnv batch_size must be one number or () for an unbatched env, "
+                    f"got {tuple(batch_size)}"
+                )
+            unbatched = len(batch_size) == 0
+            batch_size = 1 if unbatched else int(batch_size[0])
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"LLMEnv batch_size must be an int >= 1 or (), got {batch_size!r}")
+        if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+            raise ValueError(f"LLMEnv repeats must be an int >= 1, got {repeats!r}")
+        if batch_size % repeats:
+            raise ValueError(
+                f"LLMEnv batch_size ({batch_size}) must be a multiple of repeats ({repeats}) so "
+                "that every group of repeats fits in one batch; change one of them"
+            )
         if max_length < 1 or max_turns < 1:
             raise ValueError(
                 f"LLMEnv needs max_length >= 1 and max_turns >= 1, got {max_length}, {max_turns}"
@@ -157,8 +195,16 @@ class LLMEnv(EnvBase):
                 "padded=True needs a pad token, and the tokenizer has none. Add one "
                 "(e.g. hf_tokenizer.pad_token = hf_tokenizer.eos_token) or use padded=False."
             )
-        super().__init__(batch_size=torch.Size([batch_size]))
+        super().__init__(batch_size=torch.Size([] if unbatched else [batch_size]))
         self.source = source
+        self.repeats = repeats
+        self._indexable = indexable
+        self._iterator: Iterator[Any] | None = None
+        self._yielded = False
+        self._pending: list[tuple[str, Any]] = []  # unpacked samples of a source batch
+        self._repeat_left = 0
+        self._repeat_of: tuple[Mapping[str, Any], str] | None = None
+        self._n = batch_size  # batch elements, 1 for an unbatched env
         self.codec = codec
         self.from_text = from_text
         self.max_length = int(max_length)
@@ -183,20 +229,13 @@ class LLMEnv(EnvBase):
     # ----------------------------------------------------------------- specs
     def _make_specs(self) -> None:
         B = self.batch_size
-        obs = {
-            "text": NonTensor(shape=B, example_data="prompt"),
-            "history": NonTensor(shape=B, example_data=History()),
-            "prompt_truncated": Unbounded(shape=(*B, 1), dtype=torch.bool),
-        }
-        if self.codec is not None:
-            width = self.max_length if self.padded else -1  # -1: ragged
-            obs["tokens"] = Unbounded(shape=(*B, width), dtype=torch.long)
-            obs["attention_mask"] = Unbounded(shape=(*B, width), dtype=torch.bool)
-        self.observation_spec = Composite(obs, shape=B)
+        self.observation_spec = self._observation_spec()
         if self.from_text:
             action = NonTensor(shape=B, example_data="response")
         else:
-            action = Unbounded(shape=(*B, -1), dtype=torch.long)
+            # bounded to the vocabulary: random actions (rand_step, a rollout without a
+            # policy, check_env_specs) are ids the tokenizer can decode
+            action = Categorical(self.codec.vocab_size, shape=(*B, -1), dtype=torch.long)
         self.full_action_spec = Composite({self.action_key_name: action}, shape=B)
         self.reward_spec = Unbounded(shape=(*B, 1), dtype=torch.float32)
         self.full_done_spec = Composite(
@@ -208,13 +247,46 @@ class LLMEnv(EnvBase):
         )
 
     @property
+    def _ragged(self) -> bool:
+        return self.codec is not None and not self.padded
+
+    def _observation_spec(self) -> Composite:
+        def spec(shape: tuple[int, ...]) -> Composite:
+            obs = {
+                "text": NonTensor(shape=shape, example_data="prompt"),
+                "history": NonTensor(shape=shape, example_data=History()),
+                "prompt_truncated": Unbounded(shape=(*shape, 1), dtype=torch.bool),
+            }
+            if self.codec is not None:
+                width = self.max_length if self.padded else -1  # -1: ragged
+                obs["tokens"] = Unbounded(shape=(*shape, width), dtype=torch.long)
+                obs["attention_mask"] = Unbounded(shape=(*shape, width), dtype=torch.bool)
+            return Composite(obs, shape=shape)
+
+        if self._ragged and self.batch_size:
+            # one spec per element, stacked like the data: each element has its own length
+            return StackedComposite(*(spec(()) for _ in range(self._n)), dim=0)
+        return spec(tuple(self.batch_size))
+
+    def fake_tensordict(self) -> TensorDictBase:
+        """A zero-filled tensordict shaped like a step's input and output.
+
+        A ragged batched env returns it as a lazy stack of per-element tensordicts, the
+        layout of its real data, so torchrl's ``check_env_specs`` compares like with like.
+        """
+        fake = super().fake_tensordict()
+        if self._ragged and self.batch_size:
+            return lazy_stack(list(fake.unbind(0)), 0)
+        return fake
+
+    @property
     def action_key_name(self) -> str:
         """``"text_response"`` when ``from_text`` else ``"tokens_response"``."""
         return "text_response" if self.from_text else "tokens_response"
 
     # ----------------------------------------------------------------- reset
     def _reset(self, tensordict: TensorDictBase | None = None, **kwargs: Any) -> TensorDictBase:
-        n = self.batch_size[0]
+        n = self._n
         mask = None if tensordict is None else tensordict.get("_reset", None)
         rows = list(range(n)) if mask is None else mask.reshape(n).nonzero().flatten().tolist()
         for i in rows:
@@ -232,7 +304,11 @@ class LLMEnv(EnvBase):
         out.set("done", zeros)
         out.set("terminated", zeros.clone())
         out.set("truncated", zeros.clone())
-        return out
+        return self._unbatch(out)
+
+    def _unbatch(self, out: TensorDictBase) -> TensorDictBase:
+        """The one element of an unbatched env (``batch_size=()``) without its batch dim."""
+        return out if self.batch_size else out[0]
 
     def _reset_proc_data(self, tensordict, tensordict_reset):
         # A partial reset: ``_reset`` already wrote every row (rows not reset carry their
@@ -244,29 +320,53 @@ class LLMEnv(EnvBase):
         return tensordict.update(tensordict_reset)
 
     def _draw(self) -> tuple[Mapping[str, Any], str]:
-        if not self._order:
-            n = len(self.source)
-            order = torch.randperm(n, generator=self._rng) if self.shuffle else torch.arange(n)
-            self._order = order.tolist()[::-1]
-        index = self._order.pop()
-        item = self.source[index]
-        if isinstance(item, str):
-            sample: Mapping[str, Any] = {"prompt": item}
-            prompt = item
-        elif isinstance(item, Mapping) and isinstance(item.get("prompt"), str):
-            sample, prompt = item, item["prompt"]
-        else:
-            raise TypeError(
-                f"LLMEnv source item {index} must be a str or a mapping with a 'prompt' "
-                f"string; got {type(item).__name__}"
-                + (f" with keys {sorted(item)}" if isinstance(item, Mapping) else "")
-            )
-        if not prompt.strip():
-            raise ValueError(
-                f"LLMEnv source item {index} has an empty prompt; remove it from the dataset "
-                "or give it text (an empty question has no answer to reward)"
-            )
-        return sample, prompt
+        """The next sample and its prompt; each is drawn ``repeats`` times in a row."""
+        if self._repeat_left == 0:
+            self._repeat_of = self._next_sample()
+            self._repeat_left = self.repeats
+        self._repeat_left -= 1
+        return self._repeat_of
+
+    def _next_sample(self) -> tuple[Mapping[str, Any], str]:
+        if self._indexable:
+            if not self._order:
+                n = len(self.source)
+                order = torch.randperm(n, generator=self._rng) if self.shuffle else torch.arange(n)
+                self._order = order.tolist()[::-1]
+            index = self._order.pop()
+            return _as_sample(self.source[index], f"item {index}")
+        if not self._pending:
+            self._pending = self._next_batch()
+        label, item = self._pending.pop()
+        return _as_sample(item, label)
+
+    def _next_batch(self) -> list[tuple[str, Any]]:
+        """The next item of an iterable source, unpacked into samples (a DataLoader
+        yields batches: a list of prompts or a dict of lists); restarts it when done."""
+        restarted = False
+        while True:
+            if self._iterator is None:
+                self._iterator = iter(self.source)
+            try:
+                item = next(self._iterator)
+            except StopIteration:
+                self._iterator = None
+                if not self._yielded:
+                    raise ValueError(
+                        "LLMEnv's iterable source yielded no prompts; give it at least one"
+                    ) from None
+                if restarted or iter(self.source) is self.source:
+                    raise ValueError(
+                        "LLMEnv's iterable source ran out of prompts and cannot be restarted "
+                        f"(a one-shot {type(self.source).__name__}); pass a re-iterable "
+                        "source such as a DataLoader or a list"
+                    ) from None
+                restarted = True  # a re-iterable source (a DataLoader): its next epoch
+                continue
+            samples = _unpack_batch(item)
+            if samples:
+                self._yielded = True
+                return [(f"item {i} of a source batch", x) for i, x in enumerate(samples)][::-1]
 
     def _observe(self, rows: Sequence[int], at_reset: bool) -> None:
         """Render, tokenize and clip the prompts of ``rows`` into the per-element state."""
@@ -306,7 +406,7 @@ class LLMEnv(EnvBase):
             )
 
     def _observation_td(self) -> TensorDictBase:
-        n = self.batch_size[0]
+        n = self._n
         if self.codec is not None and not self.padded:
             lengths = [len(s) for s in self._ids]
             flat = torch.tensor([t for s in self._ids for t in s], dtype=torch.long)
@@ -318,7 +418,7 @@ class LLMEnv(EnvBase):
                 ]
             )
         else:
-            out = TensorDict(batch_size=self.batch_size)
+            out = TensorDict(batch_size=[n])
             if self.codec is not None:
                 tokens, mask = _left_pad(self._ids, self.codec.pad_token_id, self.max_length)
                 out.set("tokens", tokens)
@@ -330,7 +430,7 @@ class LLMEnv(EnvBase):
 
     # ------------------------------------------------------------------ step
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
-        n = self.batch_size[0]
+        n = self._n
         texts, ids = self._read_action(tensordict)
         eos_hit = [False] * n
         if self.codec is not None:
@@ -361,7 +461,7 @@ class LLMEnv(EnvBase):
         out.set("terminated", terminated)
         out.set("truncated", truncated)
         out.set("done", terminated | truncated)
-        return out
+        return self._unbatch(out)
 
     def _score(self, i: int, response: str) -> float:
         value = self.reward_fn(self._prompts[i], response, self._samples[i])
@@ -377,12 +477,16 @@ class LLMEnv(EnvBase):
         return float(value)
 
     def _read_action(self, td: TensorDictBase) -> tuple[list[str] | None, list[list[int]] | None]:
-        n = self.batch_size[0]
+        n = self._n
         text = td.get("text_response", None)
         if isinstance(td, LazyStackedTensorDict) and "tokens_response" in td:
             tokens = td.get("tokens_response", as_list=True)
         else:
             tokens = td.get("tokens_response", None)
+        mask = td.get("response_mask", None)
+        if not self.batch_size and isinstance(tokens, torch.Tensor) and tokens.ndim == 1:
+            tokens = tokens.unsqueeze(0)  # an unbatched env's one response
+            mask = None if mask is None else mask.reshape(1, -1)
         if text is None and tokens is None:
             raise KeyError(
                 f"LLMEnv.step expects the action under {self.action_key_name!r}"
@@ -401,7 +505,7 @@ class LLMEnv(EnvBase):
             pad = self.codec.pad_token_id
             if pad == self.codec.eos_token_id:
                 pad = None  # trailing EOS padding is cut at the first EOS instead
-            ids = _as_id_lists(tokens, n, td.get("response_mask", None), pad)
+            ids = _as_id_lists(tokens, n, mask, pad)
         elif not self.from_text and texts is not None and self.codec is None:
             raise ValueError("from_text=False needs tokens_response")
         return texts, ids
@@ -409,6 +513,44 @@ class LLMEnv(EnvBase):
     def _set_seed(self, seed: int | None) -> None:
         self._rng.manual_seed(0 if seed is None else int(seed))
         self._order = []
+        self._repeat_left = 0  # a reseeded env starts a new group
+
+
+def _as_sample(item: Any, label: str) -> tuple[Mapping[str, Any], str]:
+    if isinstance(item, str):
+        sample: Mapping[str, Any] = {"prompt": item}
+        prompt = item
+    elif isinstance(item, Mapping) and isinstance(item.get("prompt"), str):
+        sample, prompt = item, item["prompt"]
+    else:
+        raise TypeError(
+            f"LLMEnv source {label} must be a str or a mapping with a 'prompt' "
+            f"string; got {type(item).__name__}"
+            + (f" with keys {sorted(item)}" if isinstance(item, Mapping) else "")
+        )
+    if not prompt.strip():
+        raise ValueError(
+            f"LLMEnv source {label} has an empty prompt; remove it from the dataset "
+            "or give it text (an empty question has no answer to reward)"
+        )
+    return sample, prompt
+
+
+def _unpack_batch(item: Any) -> list[Any]:
+    """The samples in one item of an iterable source: a prompt, a sample, a list of
+    them, or a collated dict of lists (what ``torch.utils.data.DataLoader`` yields)."""
+    if isinstance(item, Mapping) and isinstance(item.get("prompt"), list | tuple):
+        n = len(item["prompt"])
+        return [
+            {
+                k: (v[i] if isinstance(v, list | tuple | torch.Tensor) and len(v) == n else v)
+                for k, v in item.items()
+            }
+            for i in range(n)
+        ]
+    if isinstance(item, list | tuple):
+        return list(item)
+    return [item]
 
 
 def _as_strings(value: Any, n: int) -> list[str]:
