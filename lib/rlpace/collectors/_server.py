@@ -9,11 +9,12 @@ raises fails only the requests of its batch: each client re-raises a
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass
 
 import torch
@@ -158,6 +159,7 @@ class InferenceServer:
         self._free_slots = sorted(slots, reverse=True)  # pop() hands out the lowest
         self._slot_lock = threading.Lock()
         self._futures: dict[int, tuple[Future, TensorDictBase]] = {}
+        self._in_flight: list[tuple[int, Future, TensorDictBase]] = []
         in_keys = getattr(policy, "in_keys", None)
         self._request_keys = list(in_keys) if in_keys else None
 
@@ -168,6 +170,9 @@ class InferenceServer:
         )
         if not slots:
             return 0
+        # the futures of this batch's requests, taken before anyone is answered: a
+        # client answered below may submit its next request before this round ends
+        futures = self._take_futures(slots) if self._futures else None
         start = time.perf_counter()
         submitted = self.transport.submit_times
         self._queue_lat.extend(start - submitted[s] for s in slots)
@@ -189,23 +194,27 @@ class InferenceServer:
             self._batches += 1
             self._failed += len(slots)
             self.transport.write_errors(slots, exc)
-        if self._futures:
-            self._resolve_futures(slots)
+        if futures:
+            self._resolve_futures(futures)
         self._forward_lat.append(time.perf_counter() - start)
         return len(slots)
 
-    def _resolve_futures(self, slots: list[int]) -> None:
-        for slot in slots:
-            pending = self._futures.pop(slot, None)
-            if pending is None:
-                continue
-            future, target = pending
+    def _take_futures(self, slots: list[int]) -> list[tuple[int, Future, TensorDictBase]]:
+        futures = self._futures
+        self._in_flight = [(slot, *futures.pop(slot)) for slot in slots if slot in futures]
+        return self._in_flight
+
+    def _resolve_futures(self, futures: list[tuple[int, Future, TensorDictBase]]) -> None:
+        for slot, future, target in futures:
             try:
                 self.transport.receive_into(slot, target, timeout=1.0)
             except BaseException as exc:  # noqa: BLE001 - the future carries it
-                future.set_exception(exc)
+                with contextlib.suppress(InvalidStateError):  # failed by a shutdown
+                    future.set_exception(exc)
             else:
-                future.set_result(target)
+                with contextlib.suppress(InvalidStateError):
+                    future.set_result(target)
+        self._in_flight = []
 
     def _run(self) -> None:
         try:
@@ -218,11 +227,15 @@ class InferenceServer:
             self._fail_futures(exc)
 
     def _fail_futures(self, cause: BaseException | None) -> None:
+        """Fail every future not answered yet, queued or in the current batch."""
+        futures = [future for _, future, _ in self._in_flight]
         while self._futures:
-            _, (future, _) = self._futures.popitem()
+            futures.append(self._futures.popitem()[1][0])
+        for future in futures:
             error = TransportClosed("the inference server stopped before answering")
             error.__cause__ = cause
-            future.set_exception(error)
+            with contextlib.suppress(InvalidStateError):  # answered meanwhile
+                future.set_exception(error)
 
     def start(self) -> InferenceServer:
         """Serve in a background daemon thread until :meth:`stop` or :meth:`shutdown`."""
