@@ -112,7 +112,7 @@ def test_lifecycle_is_alive_shutdown_and_context_manager(transport_cls):
 def test_futures_from_many_threads_are_batched_and_answered(transport_cls):
     policy = make_mlp_policy()
     n = 6
-    with InferenceServer(policy, transport_cls(num_slots=n), min_batch_size=n, timeout=1.0) as s:
+    with InferenceServer(policy, transport_cls(num_slots=n), min_batch_size=n, timeout=30) as s:
         clients = s.clients(n)
         futures: list[Future] = [None] * n
         barrier = threading.Barrier(n)
@@ -136,14 +136,23 @@ def test_futures_from_many_threads_are_batched_and_answered(transport_cls):
 
 
 def test_one_request_in_flight_per_client_and_slots_are_counted():
-    with InferenceServer(make_mlp_policy(), SlotTransport(num_slots=1), min_batch_size=2) as s:
+    release = threading.Event()
+
+    def gated_policy(td):
+        release.wait(5)
+        td.set("action", td["observation"][..., :1])
+        return td
+
+    with InferenceServer(gated_policy, SlotTransport(num_slots=1)) as s:
         client = s.client()
         with pytest.raises(RuntimeError, match="all 1 slots of the transport are taken"):
             s.client()
-        future = client.submit(obs(1.0))  # waits for a second request up to the timeout
+        future = client.submit(obs(1.0))
         with pytest.raises(RuntimeError, match="already has a request in flight"):
             client.submit(obs(2.0))
-        future.result(timeout=5)
+        release.set()
+        assert future.result(timeout=5)["action"].item() == 1.0
+        assert client.submit(obs(3.0)).result(timeout=5)["action"].item() == 3.0
         client.close()
         assert s.client().slot == 0, "a closed client gives its slot back"
 

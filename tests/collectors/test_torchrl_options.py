@@ -239,3 +239,44 @@ def test_async_batched_collector_options():
     assert all(int(b["collector", "mask"].sum()) == 8 for b in batches)
     assert all((b["marker"] == 7).all() for b in batches)
     assert state["frames"] == 24 and state["collector"] == "AsyncBatchedCollector"
+
+
+def test_multicollector_async_random_batches_are_split_across_workers():
+    policy = make_mlp_policy()
+    fns = [functools.partial(CountingEnv, num_envs=2)] * 2
+    by_worker: dict[int, list] = {0: [], 1: []}
+    with MultiCollector(fns, policy, frames_per_batch=8, sync=False, init_random_frames=16) as c:
+        for _ in range(200):  # a worker may start late on a loaded machine
+            batch = c.next()
+            by_worker[int(batch["collector", "env_ids"][0]) // 2].append(batch)
+            if min(len(b) for b in by_worker.values()) >= 2:
+                break
+    for batches in by_worker.values():  # 16 frames: each worker's first batch of 8
+        assert not acted_by_policy(policy, batches[0]).any()
+        assert all(acted_by_policy(policy, b).all() for b in batches[1:])
+
+
+class SharedMarkers:
+    """Workers' writes of the "marker" entry, in shared memory."""
+
+    def __init__(self) -> None:
+        self.marked = mp.get_context("fork").Value("i", 0)
+
+    def extend(self, batch) -> None:
+        with self.marked.get_lock():
+            self.marked.value += int((batch["marker"] == 7).sum())
+
+
+def test_multicollector_workers_apply_postproc_before_writing_to_the_replay_buffer():
+    fns = [functools.partial(CountingEnv, num_envs=2)] * 2
+    rb = SharedMarkers()
+    with MultiCollector(
+        fns,
+        make_mlp_policy(),
+        frames_per_batch=8,
+        total_frames=24,
+        replay_buffer=rb,
+        postproc=add_marker,
+    ) as c:
+        assert list(c) == [None] * 3
+    assert rb.marked.value == 24

@@ -376,13 +376,14 @@ class InferenceClient:
         self.server = server
         self.slot = slot
         self._closed = False
+        self._future: Future | None = None
 
     def _request(self, td: TensorDictBase) -> TensorDictBase:
         if self._closed:
             raise RuntimeError(
                 "this InferenceClient was closed; take a new one from server.client()"
             )
-        if self.slot in self.server._futures:
+        if self._future is not None and not self._future.done():
             raise RuntimeError(
                 f"InferenceClient (slot {self.slot}) already has a request in flight; wait "
                 "for its future, or take one client per concurrent request (server.clients(n))"
@@ -414,6 +415,7 @@ class InferenceClient:
         except BaseException:
             self.server._futures.pop(self.slot, None)
             raise
+        self._future = future
         return future
 
     def close(self) -> None:
