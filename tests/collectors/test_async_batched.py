@@ -11,6 +11,7 @@ from rlpace.collectors import (
     AsyncBatchedCollector,
     EnvStepError,
     InferenceServer,
+    PolicyError,
     SlotTransport,
     ThreadingTransport,
 )
@@ -76,7 +77,7 @@ def test_policy_error_surfaces_and_stops_threads():
         raise ValueError("policy exploded")
 
     c = AsyncBatchedCollector([CountingEnv] * 2, broken, frames_per_batch=4)
-    with pytest.raises(RuntimeError, match="inference server failed") as info:
+    with pytest.raises(PolicyError, match="policy raised ValueError") as info:
         c.next()
     assert isinstance(info.value.__cause__, ValueError)
     assert threading.active_count() == before

@@ -175,3 +175,75 @@ def test_workers_extend_an_rlpace_data_buffer(env_fns):
         MultiCollector(
             env_fns, make_mlp_policy(), frames_per_batch=8, total_frames=12, replay_buffer=rb
         )
+
+
+def test_env_step_error_chains_its_cause_across_processes():
+    import traceback
+
+    from rlpace.collectors._errors import RemoteTraceback
+
+    fns = [functools.partial(CountingEnv, max_steps=50, fail_at_step=2)]
+    with (
+        MultiCollector(fns, make_mlp_policy(), frames_per_batch=4) as c,
+        pytest.raises(EnvStepError) as info,
+    ):
+        c.next()
+    err = info.value
+    cause = err.__cause__
+    assert isinstance(cause, RuntimeError) and "failed on purpose" in str(cause)
+    assert cause is err.original
+    assert "CountingEnv failed on purpose" in err.remote_traceback
+    assert "_step" in err.remote_traceback, "the worker's frames travel as text"
+    assert isinstance(cause.__cause__, RemoteTraceback)
+    printed = "".join(traceback.format_exception(err))
+    assert "in _step" in printed and "failed on purpose at step 2" in printed
+
+
+class RecordingBuffer:
+    """Shared-memory rows of (observation, action) in write order, plus a cursor."""
+
+    def __init__(self, capacity: int, obs_dim: int = 4) -> None:
+        self.obs = torch.zeros(capacity, obs_dim).share_memory_()
+        self.action = torch.zeros(capacity, 1).share_memory_()
+        self.cursor = mp.get_context("fork").Value("i", 0)
+
+    def extend(self, batch) -> None:
+        with self.cursor.get_lock():
+            start = self.cursor.value
+            self.cursor.value += batch.numel()
+        end = start + batch.numel()
+        self.obs[start:end] = batch["observation"]
+        self.action[start:end] = batch["action"]
+
+    def __len__(self) -> int:
+        return self.cursor.value
+
+
+def test_multicollector_sync_replay_buffer_is_synchronous(env_fns):
+    from rlpace.data import ReplayBuffer, TensorStorage
+
+    rb = ReplayBuffer(storage=TensorStorage(200), batch_size=8)
+    with MultiCollector(
+        env_fns, make_mlp_policy(), frames_per_batch=16, total_frames=80, replay_buffer=rb
+    ) as c:
+        lengths = []
+        for _ in c:
+            lengths.append(len(rb))
+            time.sleep(0.05)  # a learner's update: workers must not collect meanwhile
+            lengths.append(len(rb))
+    assert lengths == [16, 16, 32, 32, 48, 48, 64, 64, 80, 80]
+
+
+def test_multicollector_sync_replay_buffer_frames_after_an_update_use_the_new_weights(env_fns):
+    old, new = make_mlp_policy(seed=0), make_mlp_policy(seed=1)
+    rb = RecordingBuffer(64)
+    with MultiCollector(env_fns, old, frames_per_batch=16, total_frames=48, replay_buffer=rb) as c:
+        for i, _ in enumerate(c):
+            if i == 0:
+                c.update_policy_weights_(new.state_dict())
+    assert len(rb) == 48
+    with torch.no_grad():
+        by_old = torch.isclose(rb.action, old.module(rb.obs), atol=1e-5).squeeze(-1)
+        by_new = torch.isclose(rb.action, new.module(rb.obs), atol=1e-5).squeeze(-1)
+    assert by_old[:16].all(), "the first round ran before the update"
+    assert by_new[16:48].all(), "every frame written after the update used the new weights"

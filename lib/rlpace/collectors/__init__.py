@@ -13,9 +13,9 @@ Example:
 """
 
 from rlpace.collectors._async_batched import AsyncBatchedCollector
+from rlpace.collectors._errors import EnvStepError, PolicyError, RemoteError, WorkerDiedError
 from rlpace.collectors._multi import MultiCollector
-from rlpace.collectors._rollout import EnvStepError, WorkerDiedError
-from rlpace.collectors._server import InferenceServer, ServerStats
+from rlpace.collectors._server import InferenceClient, InferenceServer, ServerStats
 from rlpace.collectors._single import Collector
 from rlpace.collectors._transports import (
     SlotTransport,
@@ -28,8 +28,11 @@ __all__ = [
     "AsyncBatchedCollector",
     "Collector",
     "EnvStepError",
+    "InferenceClient",
     "InferenceServer",
     "MultiCollector",
+    "PolicyError",
+    "RemoteError",
     "ServerStats",
     "SlotTransport",
     "ThreadingTransport",

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 from tensordict import TensorDictBase
 
+from rlpace.collectors._errors import EnvStepError, PolicyError, WorkerDiedError
 from rlpace.collectors._lifecycle import (
     close_envs,
     enter_context,
@@ -27,11 +28,16 @@ from rlpace.collectors._lifecycle import (
     shutdown_quietly,
 )
 from rlpace.collectors._multi import resolve_policy, split_env_fns
+from rlpace.collectors._options import (
+    batches_in,
+    check_postproc,
+    check_state,
+    collector_state,
+    finish_batch,
+)
 from rlpace.collectors._rollout import (
     ENV_KEY,
     TRAJ_KEY,
-    EnvStepError,
-    WorkerDiedError,
     root_keys_after_step,
     stack_frames,
 )
@@ -236,6 +242,14 @@ class AsyncBatchedCollector:
             thread when a step holds the GIL (CartPole, pure-torch envs), one per env
             when a step mostly waits (sleeps, I/O), about ``1 / (CPU share of a
             step)`` in between. The choice is kept in ``env_threads``.
+        postproc: callable applied to every batch before it is yielded or written.
+        split_trajs: yield ``[trajectories, steps]`` padded batches with a
+            ``("collector", "mask")``; not with ``replay_buffer``.
+
+    Deliberately absent (the envs step on their own schedule, so neither would be
+    reproducible): ``set_seed`` and ``init_random_frames``; for
+    ``max_frames_per_traj``, wrap the env in torchrl's ``StepCounter(max_steps=n)``
+    inside the env factory.
 
     Example:
         >>> from functools import partial
@@ -272,6 +286,8 @@ class AsyncBatchedCollector:
         ray_address: str | None = None,
         ray_actor_options: dict[str, Any] | None = None,
         env_threads: int | None = None,
+        postproc: Callable[[TensorDictBase], TensorDictBase] | None = None,
+        split_trajs: bool = False,
     ) -> None:
         who = type(self).__name__
         self._closed = True
@@ -284,7 +300,10 @@ class AsyncBatchedCollector:
         if frames_per_batch <= 0:
             raise ValueError(f"{who}: frames_per_batch must be positive; got {frames_per_batch}")
         check_total_frames(total_frames, who)
-        check_replay_buffer(replay_buffer, who)
+        check_replay_buffer(replay_buffer, who, split_trajs)
+        check_postproc(postproc, who)
+        self.postproc = postproc
+        self.split_trajs = split_trajs
         self.policy = resolve_policy(policy, policy_factory, who)
         self.frames_per_batch = frames_per_batch
         self.total_frames = total_frames
@@ -329,7 +348,7 @@ class AsyncBatchedCollector:
         who = type(self).__name__
         self.transport = make_transport(transport, self.num_envs)
         self.server = InferenceServer(
-            self.policy, self.transport, *self._batch_limits, self.server_timeout
+            self.policy, self.transport, *self._batch_limits, self.server_timeout, client_slots=()
         )
         try:
             for i, fn in enumerate(env_fns):
@@ -392,7 +411,7 @@ class AsyncBatchedCollector:
         response = out.exclude(*request.keys(True, True))
         self.transport = SharedMemorySlotTransport(self.num_envs, request, response, ctx)
         self.server = InferenceServer(
-            self.policy, self.transport, *self._batch_limits, self.server_timeout
+            self.policy, self.transport, *self._batch_limits, self.server_timeout, client_slots=()
         )
         remote = RemotePolicy(self.policy, self.transport, keys)
         chunk = max(1, self.frames_per_batch // (2 * self.num_envs))
@@ -427,7 +446,7 @@ class AsyncBatchedCollector:
             list(env_fns), self._request_keys, self._results, self._max_buffered, actor_options
         )
         self.server = InferenceServer(
-            self.policy, self.transport, *self._batch_limits, self.server_timeout
+            self.policy, self.transport, *self._batch_limits, self.server_timeout, client_slots=()
         )
         self._closed = False
         self.server.start()
@@ -491,6 +510,8 @@ class AsyncBatchedCollector:
         if self._error is not None:
             slot, exc = self._error
             self.shutdown()
+            if isinstance(exc, PolicyError):
+                raise exc  # the policy failed on this env's request, not the env
             raise EnvStepError(slot, exc) from exc
         if self.server.error is not None:
             exc = self.server.error
@@ -517,6 +538,8 @@ class AsyncBatchedCollector:
             self._next_from_pool(want) if self._pool is not None else self._next_from_threads(want)
         )
         self.frames += batch.numel()
+        if self.postproc is not None or self.split_trajs:
+            batch = finish_batch(batch, self.postproc, self.split_trajs)
         if self.replay_buffer is not None:
             self.replay_buffer.extend(batch)
             return None
@@ -554,11 +577,28 @@ class AsyncBatchedCollector:
         return self.server.stats()
 
     def update_policy_weights_(self, weights: TensorDictBase | dict | None = None) -> None:
-        """Load new weights into the served policy (threads share it; ``None``: no-op)."""
-        from rlpace.collectors._rollout import load_weights
+        """Load new weights into the served policy between two forward passes.
 
-        if weights is not None:
-            load_weights(self.policy, weights)
+        ``None`` only counts a new version (the policy was updated in place).
+        """
+        self.server.update_policy_weights_(weights)
+
+    @property
+    def policy_version(self) -> int:
+        """Weight updates applied through :meth:`update_policy_weights_` so far."""
+        return self.server.policy_version
+
+    def state_dict(self) -> dict[str, Any]:
+        """Frames so far, policy version and a copy of the policy's weights."""
+        return collector_state(self)
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Resume from :meth:`state_dict`: frames (for ``total_frames``) and weights."""
+        state = check_state(state, type(self).__name__)
+        if state.get("policy") is not None:
+            self.server.update_policy_weights_(state["policy"])
+        self.server.policy_version = int(state["policy_version"])
+        self.frames = int(state["frames"])
 
     def shutdown(self) -> None:
         """Stop the server and every env thread, close the envs; idempotent."""
@@ -579,6 +619,7 @@ class AsyncBatchedCollector:
         close_envs(self._envs)
 
     __iter__ = iterate_batches
+    __len__ = batches_in
     __enter__ = enter_context
     __exit__ = exit_context
     __del__ = shutdown_quietly

@@ -6,9 +6,16 @@ on to the other one; the parent copies the batch out and hands the buffer back
 (a semaphore per worker). Only small messages cross the pipes. Policy weights live
 in a :class:`~rlpace.collectors._weights.SharedWeights`.
 
+Workers start collecting at the first ``next()``, so seeds set before it
+(:meth:`MultiCollector.set_seed`, a shared array read before each batch) apply before
+the first reset. With a replay buffer the parent grants every batch; with ``sync=True``
+it grants the next round only when the consumer asks for the next batch, so the
+buffer holds exactly the yielded frames at each yield.
+
 Faults: the parent waits on the pipes *and* the process sentinels, so an env error
-(sent by the worker with its env index) or a dead worker (SIGKILL) is reported at
-once; no progress for ``worker_timeout`` seconds raises ``TimeoutError``.
+(sent by the worker with its env index and traceback text) or a dead worker
+(SIGKILL) is reported at once; no progress for ``worker_timeout`` seconds raises
+``TimeoutError``.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from typing import Any
 import torch
 from tensordict import TensorDictBase
 
+from rlpace.collectors._errors import WorkerDiedError, capture_remote, rebuild_remote
 from rlpace.collectors._lifecycle import (
     close_quietly,
     end_processes,
@@ -32,7 +40,16 @@ from rlpace.collectors._lifecycle import (
     iterate_batches,
     shutdown_quietly,
 )
-from rlpace.collectors._rollout import EnvStepError, Rollout, WorkerDiedError, split_frames
+from rlpace.collectors._options import (
+    batches_in,
+    check_max_frames_per_traj,
+    check_postproc,
+    check_state,
+    collector_state,
+    finish_batch,
+    random_batches,
+)
+from rlpace.collectors._rollout import Rollout, load_weights, split_frames
 from rlpace.collectors._single import check_replay_buffer, check_total_frames, resolve_env
 from rlpace.collectors._weights import SharedWeights
 
@@ -83,6 +100,53 @@ def split_env_fns(env_fns: Sequence[Any], num_workers: int | None, who: str) -> 
     return chunks
 
 
+class WorkerSeeds:
+    """Per-worker seeds in shared memory, with a version the workers poll per batch.
+
+    Example:
+        >>> import multiprocessing as mp
+        >>> seeds = WorkerSeeds(2, mp.get_context("fork"))
+        >>> seeds.publish([7, 8], static=False)
+        >>> seeds.version, seeds.seed_of(1), seeds.static
+        (1, 8, False)
+    """
+
+    def __init__(self, num_workers: int, ctx: Any) -> None:
+        self._seeds = ctx.RawArray("q", num_workers)
+        self._static = ctx.RawValue("b", 0)
+        self._version = ctx.RawValue("q", 0)
+
+    @property
+    def version(self) -> int:
+        return int(self._version.value)
+
+    @property
+    def static(self) -> bool:
+        return bool(self._static.value)
+
+    def seed_of(self, worker: int) -> int:
+        return int(self._seeds[worker])
+
+    def publish(self, seeds: Sequence[int], static: bool) -> None:
+        for w, seed in enumerate(seeds):
+            self._seeds[w] = seed
+        self._static.value = int(static)
+        self._version.value += 1  # last: a worker reading the new version sees the seeds
+
+
+def spawn_seeds(seed: int, count: int) -> list[int]:
+    """``count`` independent seeds derived from ``seed`` (NumPy's ``SeedSequence``).
+
+    Example:
+        >>> spawn_seeds(0, 2) == spawn_seeds(0, 2), len(set(spawn_seeds(0, 3)))
+        (True, 3)
+    """
+    import numpy as np
+
+    children = np.random.SeedSequence(seed).spawn(count)
+    return [int(child.generate_state(1, np.uint32)[0]) for child in children]
+
+
 def _worker_main(
     index: int,
     env_fns: list[Any],
@@ -97,6 +161,10 @@ def _worker_main(
     free: Any,
     stop: Any,
     conn: Any,
+    seeds: WorkerSeeds | None = None,
+    max_frames_per_traj: int | None = None,
+    random_rounds: int = 0,
+    postproc: Any = None,
 ) -> None:
     torch.set_num_threads(1)
     parent = os.getppid()
@@ -111,8 +179,19 @@ def _worker_main(
         if weights is not None:
             seen = weights.pull(policy, seen)
         envs = [resolve_env(fn, "MultiCollector worker")[0] for fn in env_fns]
-        rollout = Rollout(envs, policy, frames, "MultiCollector", env_offset, index, num_workers)
+        rollout = Rollout(
+            envs,
+            policy,
+            frames,
+            "MultiCollector",
+            env_offset,
+            index,
+            num_workers,
+            max_frames_per_traj=max_frames_per_traj,
+        )
         slot = 0
+        seeded = 0
+        collected = 0
         while not stop.is_set():
             if not free.acquire(timeout=0.1):
                 if os.getppid() != parent:
@@ -122,17 +201,21 @@ def _worker_main(
                 break  # shutdown releases the semaphores to wake us; that is no grant
             if weights is not None:
                 seen = weights.pull(policy, seen)
-            batch = rollout.collect()
+            if seeds is not None and seeds.version != seeded:
+                seeded = seeds.version
+                rollout.set_seed(seeds.seed_of(index), seeds.static)
+            batch = rollout.collect(random=collected < random_rounds)
+            collected += 1
             if replay_buffer is not None:
+                if postproc is not None:
+                    batch = postproc(batch)
                 replay_buffer.extend(batch)
                 conn.send(("written", batch.numel(), seen))
                 continue  # the parent grants the next batch, so it can stop at total_frames
             buffers[slot].update_(batch)
             conn.send(("batch", slot, seen))
             slot ^= 1
-    except EnvStepError as exc:
-        _send_error(conn, exc)
-    except BaseException as exc:  # noqa: BLE001 - anything else is reported, then we exit
+    except BaseException as exc:  # noqa: BLE001 - reported with its traceback, then we exit
         _send_error(conn, exc)
     finally:
         if rollout is not None:
@@ -142,10 +225,11 @@ def _worker_main(
 
 
 def _send_error(conn: Any, exc: BaseException) -> None:
+    """Send ``exc`` with its traceback text; the parent rebuilds the chain."""
     try:
-        pickle.dumps(exc)
-        payload: Any = exc
-    except Exception:  # noqa: BLE001 - unpicklable exceptions travel as text
+        payload: Any = capture_remote(exc)
+        pickle.dumps(payload)
+    except Exception:  # noqa: BLE001 - e.g. an EnvStepError around an odd original
         payload = repr(exc)
     with contextlib.suppress(Exception):
         conn.send(("error", payload, None))
@@ -175,6 +259,22 @@ class MultiCollector:
         start_method: ``"fork"``, ``"spawn"`` or ``"forkserver"`` (default: fork where
             available); never changes the global start method.
         worker_timeout: seconds without any worker message before ``TimeoutError``.
+        max_frames_per_traj: steps after which a trajectory is truncated and its env
+            reset (see :class:`Collector`); ``None`` or ``<= 0``: no limit.
+        init_random_frames: frames, rounded up to whole batches, collected with the
+            envs' random actions. With ``sync=True`` the first rounds; with
+            ``sync=False`` each worker's first ``ceil(batches / num_workers)`` batches.
+        postproc: callable applied to every batch; with ``replay_buffer=`` the
+            workers apply it before writing (so it must pickle under ``spawn``).
+        split_trajs: yield ``[trajectories, steps]`` padded batches with a
+            ``("collector", "mask")``; not with ``replay_buffer``.
+
+    Workers start collecting at the first ``next()``. Without a replay buffer each
+    worker runs up to two batches ahead of the consumer (its two shared-memory
+    buffers), so frames collected before a weight update can still arrive after it.
+    With ``sync=True`` and a replay buffer, the next round starts only when the
+    consumer asks for it: at each yield the buffer holds exactly the frames yielded
+    so far, every one collected with the weights published before that round.
 
     Example:
         >>> from functools import partial
@@ -200,6 +300,10 @@ class MultiCollector:
         replay_buffer: Any | None = None,
         start_method: str | None = None,
         worker_timeout: float = 60.0,
+        max_frames_per_traj: int | None = None,
+        init_random_frames: int | None = None,
+        postproc: Callable[[TensorDictBase], TensorDictBase] | None = None,
+        split_trajs: bool = False,
     ) -> None:
         import multiprocessing as mp
 
@@ -208,6 +312,14 @@ class MultiCollector:
         self._procs: list[Any] = []
         chunks = split_env_fns(env_fns, num_workers, who)
         check_total_frames(total_frames, who)
+        check_postproc(postproc, who)
+        max_frames_per_traj = check_max_frames_per_traj(max_frames_per_traj, who)
+        rounds = random_batches(init_random_frames, frames_per_batch, who)
+        #: frames collected with random actions (``init_random_frames`` rounded up)
+        self.init_random_frames = rounds * frames_per_batch
+        self.max_frames_per_traj = max_frames_per_traj
+        self.postproc = postproc
+        self.split_trajs = split_trajs
         self.num_workers = len(chunks)
         self.sync = sync
         self.frames_per_batch = frames_per_batch
@@ -226,7 +338,7 @@ class MultiCollector:
         else:
             per_worker = frames_per_batch
         self.policy = resolve_policy(policy, policy_factory, who)
-        check_replay_buffer(replay_buffer, who)
+        check_replay_buffer(replay_buffer, who, split_trajs)
         if replay_buffer is not None and total_frames != -1 and total_frames % frames_per_batch:
             raise ValueError(
                 f"{who}: with replay_buffer=, workers write whole batches, so total_frames "
@@ -241,7 +353,9 @@ class MultiCollector:
             numel = max(1, probe.batch_size.numel())
             for chunk in chunks:
                 split_frames(per_worker, numel * len(chunk), who)
-            frame = Rollout([probe], self.policy, numel, who).collect()[0]
+            frame = Rollout(
+                [probe], self.policy, numel, who, max_frames_per_traj=max_frames_per_traj
+            ).collect()[0]
         finally:
             if owned:
                 probe.close()
@@ -255,11 +369,15 @@ class MultiCollector:
             SharedWeights(self.policy, ctx) if isinstance(self.policy, torch.nn.Module) else None
         )
         self._stop = ctx.Event()
+        self._seeds = WorkerSeeds(self.num_workers, ctx)
         # Batch buffers: two per worker, so a worker runs one batch ahead. Replay-buffer
         # writes: the parent grants each batch, so exactly total_frames get written.
-        self._free = [ctx.Semaphore(0 if replay_buffer is not None else 2) for _ in chunks]
+        # Nothing is granted before the first next() (see _begin).
+        self._free = [ctx.Semaphore(0) for _ in chunks]
         self._per_worker = per_worker
         self._granted = 0
+        self._started = False
+        self._regrant: list[int] = []  # sync + replay buffer: granted when next() is called
         self._conns = []
         self._closed = False
         worker_policy = self.policy if policy_factory is None else None
@@ -283,6 +401,10 @@ class MultiCollector:
                         self._free[w],
                         self._stop,
                         child_conn,
+                        self._seeds,
+                        max_frames_per_traj,
+                        rounds if sync else -(-rounds // self.num_workers),
+                        postproc if replay_buffer is not None else None,
                     ),
                     daemon=True,
                     name=f"rlpace-collector-worker-{w}",
@@ -296,9 +418,16 @@ class MultiCollector:
             self.shutdown()
             raise
         self._next_worker = 0
-        if replay_buffer is not None:
-            for w in range(self.num_workers):
+
+    def _begin(self) -> None:
+        """Let the workers start: two buffers each, or one replay-buffer batch each."""
+        self._started = True
+        for w in range(self.num_workers):
+            if self.replay_buffer is not None:
                 self._grant(w)
+            else:
+                self._free[w].release()
+                self._free[w].release()
 
     def _grant(self, worker: int) -> None:
         """Let ``worker`` write one more batch, unless that would pass total_frames."""
@@ -347,6 +476,8 @@ class MultiCollector:
         proc.join(1.0)
         exitcode = proc.exitcode
         self.shutdown()
+        if isinstance(error, tuple):
+            raise rebuild_remote(error)
         if isinstance(error, BaseException):
             raise error
         if error is not None:
@@ -357,7 +488,10 @@ class MultiCollector:
         kind, payload, _version = msg
         if kind == "written":
             self.frames += payload
-            self._grant(worker)
+            if self.sync:
+                self._regrant.append(worker)  # once the consumer asks for the next round
+            else:
+                self._grant(worker)
             return None
         batch = self._buffers[worker][payload].clone()
         self._free[worker].release()
@@ -375,6 +509,12 @@ class MultiCollector:
         """
         if self._closed:
             raise RuntimeError("MultiCollector was shut down; build a new one")
+        if not self._started:
+            self._begin()
+        elif self._regrant:
+            for w in self._regrant:
+                self._grant(w)
+            self._regrant = []
         if self.sync:
             parts = []
             for w in range(self.num_workers):
@@ -394,7 +534,45 @@ class MultiCollector:
             if left < batch.numel():
                 batch = batch[:left]
         self.frames += batch.numel()
+        if self.postproc is not None or self.split_trajs:
+            batch = finish_batch(batch, self.postproc, self.split_trajs)
         return batch
+
+    def set_seed(self, seed: int, static_seed: bool = False) -> int:
+        """Seed the workers' envs; returns the next seed to use.
+
+        Each worker gets its own seed derived from ``seed`` (NumPy's
+        ``SeedSequence``) and passes it through its envs' ``set_seed`` in turn. A
+        worker applies it before its next batch: call this before the first
+        ``next()`` for reproducible collection (workers start at the first ``next()``).
+
+        Args:
+            seed: the seed.
+            static_seed: passed on to ``env.set_seed`` (use the seed as is).
+        """
+        seeds = spawn_seeds(seed, self.num_workers + 1)
+        self._seeds.publish(seeds[:-1], static_seed)
+        return seeds[-1]
+
+    def state_dict(self) -> dict[str, Any]:
+        """Frames so far, policy version and a copy of the policy's weights.
+
+        The workers' envs are not included (they live in other processes).
+        """
+        return collector_state(self)
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Resume from :meth:`state_dict`: frames (for ``total_frames``) and weights,
+        published to the workers."""
+        state = check_state(state, type(self).__name__)
+        if state.get("policy") is not None:
+            load_weights(self.policy, state["policy"])
+            if self._weights is not None:
+                self._weights.publish(self.policy)
+        frames = int(state["frames"])
+        self._granted += frames - self.frames  # replay-buffer grants stop at total_frames
+        self.frames = frames
+        self.policy_version = int(state["policy_version"])
 
     def update_policy_weights_(self, weights: TensorDictBase | dict | None = None) -> None:
         """Publish new weights to every worker through shared memory (nothing pickled).
@@ -428,6 +606,7 @@ class MultiCollector:
         self._procs = []
 
     __iter__ = iterate_batches
+    __len__ = batches_in
     __enter__ = enter_context
     __exit__ = exit_context
     __del__ = shutdown_quietly

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from tensordict import TensorDictBase
 
-from rlpace.collectors._rollout import EnvStepError, WorkerDiedError
+from rlpace.collectors._errors import EnvStepError, WorkerDiedError
 from rlpace.collectors._transports import Transport, TransportClosed
 
 
@@ -91,6 +91,8 @@ class RayTransport(Transport):
         ...     [partial(CountingEnv)], ["observation"], FrameInbox(),
         ...     max_buffered=10)  # doctest: +SKIP
     """
+
+    accepts_clients = False  # its clients are the env actors
 
     def __init__(
         self,

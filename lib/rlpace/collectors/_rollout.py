@@ -14,53 +14,11 @@ from typing import Any
 import torch
 from tensordict import LazyStackedTensorDict, TensorDict, TensorDictBase, is_leaf_nontensor
 
+from rlpace.collectors._errors import EnvStepError, PolicyError
 from rlpace.collectors._lifecycle import close_envs
 
 TRAJ_KEY = ("collector", "traj_ids")
 ENV_KEY = ("collector", "env_ids")
-
-
-class EnvStepError(RuntimeError):
-    """An environment raised while collecting; names the env index, chains the original.
-
-    Attributes:
-        env_index: index of the failing env in the collector's list of envs.
-        original: the exception the env raised (or its text when it came from another
-            process and could not be pickled).
-
-    Example:
-        >>> err = EnvStepError(3, ValueError("bad action"))
-        >>> str(err)
-        "env 3 raised ValueError('bad action') while stepping; every worker was stopped"
-    """
-
-    def __init__(self, env_index: int, original: BaseException | str) -> None:
-        self.env_index = env_index
-        self.original = original
-        super().__init__(
-            f"env {env_index} raised {original!r} while stepping; every worker was stopped"
-        )
-
-    def __reduce__(self):
-        return (EnvStepError, (self.env_index, self.original))
-
-
-class WorkerDiedError(RuntimeError):
-    """A worker process ended without saying why (killed, crashed in C code).
-
-    Example:
-        >>> str(WorkerDiedError(1, -9))
-        'worker 1 died with exit code -9 (-9 = SIGKILL); every other worker was stopped'
-    """
-
-    def __init__(self, worker_index: int, exitcode: int | None) -> None:
-        self.worker_index = worker_index
-        self.exitcode = exitcode
-        hint = " (-9 = SIGKILL)" if exitcode == -9 else ""
-        super().__init__(
-            f"worker {worker_index} died with exit code {exitcode}{hint}; "
-            "every other worker was stopped"
-        )
 
 
 def policy_context(policy: Any):
@@ -87,7 +45,9 @@ class Rollout:
     env's frames in time order, so one batch is ``[frames_per_batch]``.
     ``("collector", "traj_ids")`` numbers trajectories uniquely within the rollout
     (offset by ``traj_offset``), ``("collector", "env_ids")`` says which env (by
-    global index, offset by ``env_offset``) produced each frame.
+    global index, offset by ``env_offset``) produced each frame. With
+    ``max_frames_per_traj`` a trajectory that reaches that many steps is truncated
+    (``("next", "truncated")`` and ``("next", "done")`` set) and its env reset.
     """
 
     def __init__(
@@ -99,8 +59,11 @@ class Rollout:
         env_offset: int = 0,
         traj_offset: int = 0,
         traj_stride: int = 1,
+        max_frames_per_traj: int | None = None,
     ) -> None:
         self.envs = list(envs)
+        self.max_frames_per_traj = max_frames_per_traj
+        self._step_counts: list[torch.Tensor | None] = [None] * len(self.envs)
         self.policy = policy
         numels = [max(1, env.batch_size.numel()) for env in self.envs]
         total = sum(numels)
@@ -130,15 +93,37 @@ class Rollout:
     def _env_index(self, local: int) -> int:
         return self.env_offset + sum(max(1, env.batch_size.numel()) for env in self.envs[:local])
 
-    def collect(self) -> TensorDictBase:
-        """One batch of ``frames_per_batch`` frames; raises :class:`EnvStepError`."""
+    def collect(self, random: bool = False) -> TensorDictBase:
+        """One batch of ``frames_per_batch`` frames; raises :class:`EnvStepError`.
+
+        With ``random=True`` the envs' random actions (``env.rand_action``) stand in
+        for the policy (``init_random_frames``).
+        """
         per_env = []
         with policy_context(self.policy):
             for i, env in enumerate(self.envs):
-                per_env.append(self._collect_env(i, env))
+                per_env.append(self._collect_env(i, env, random))
         return per_env[0] if len(per_env) == 1 else torch.cat(per_env, 0)
 
-    def _collect_env(self, i: int, env: Any) -> TensorDictBase:
+    def set_seed(self, seed: int | None, static_seed: bool = False) -> int | None:
+        """Seed every env in turn (each env's ``set_seed`` returns the next seed)."""
+        for env in self.envs:
+            seed = env.set_seed(seed, static_seed=static_seed)
+        return seed
+
+    def _truncate(self, i: int, nxt: TensorDictBase) -> None:
+        """Count steps of env ``i``; at ``max_frames_per_traj`` mark the step truncated."""
+        done = nxt.get("done")
+        counts = self._step_counts[i]
+        counts = torch.ones(done.shape, dtype=torch.int64) if counts is None else counts + 1
+        over = counts >= self.max_frames_per_traj
+        truncated = nxt.get("truncated", None)
+        nxt.set("truncated", over if truncated is None else truncated | over)
+        done = done | over
+        nxt.set("done", done)
+        self._step_counts[i] = counts.masked_fill(done, 0)
+
+    def _collect_env(self, i: int, env: Any, random: bool = False) -> TensorDictBase:
         root = self._roots[i]
         try:
             if root is None:
@@ -146,16 +131,23 @@ class Rollout:
             traj = self._traj[i]
             frames = []
             trajs = []
-            policy = self._call_policy
+            policy = env.rand_action if random else self._call_policy
             reward_keys = self._reward_keys[i]
             keep = None
             batched = bool(env.batch_size)
+            limit = self.max_frames_per_traj
+            if limit is not None and "truncated" not in env.done_keys:
+                # the flag this collector adds stays in ("next", ...): a root that
+                # carried it would differ in keys from the env's own reset roots
+                reward_keys = [*reward_keys, "truncated"]
             for _ in range(self.steps):
                 root = policy(root)
                 frame = env.step(root)
                 frames.append(frame)
                 trajs.append(traj)
                 nxt = frame.get("next")
+                if limit is not None:
+                    self._truncate(i, nxt)
                 if keep is None:
                     keep = root_keys_after_step(nxt, reward_keys)
                 root = nxt.select(*keep) if keep else nxt.exclude(*reward_keys)
@@ -170,6 +162,8 @@ class Rollout:
                     traj = traj.masked_scatter(done, self._fresh_ids(int(done.sum())))
             self._traj[i] = traj
             self._roots[i] = root
+        except PolicyError:
+            raise  # the inference server's policy failed, not this env
         except Exception as exc:  # noqa: BLE001 - re-raised with the env index
             raise EnvStepError(self._env_index(i), exc) from exc
         dim = len(env.batch_size)

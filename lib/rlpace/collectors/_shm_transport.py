@@ -4,11 +4,13 @@ The request and response storage (one row per slot) is laid out in the parent an
 put in shared memory before the workers start. A worker writes its request row and
 sends one byte on its own pipe; the server (a thread in the parent) waits on all
 pipes at once, reads the rows of every ready slot as one batch, writes the response
-rows and answers each slot with one byte.
+rows and answers each slot with one byte (or, when the policy raised, ``b"e"`` and
+the pickled error with its traceback text).
 """
 
 from __future__ import annotations
 
+import pickle
 import time
 from multiprocessing.connection import wait
 from typing import Any
@@ -16,6 +18,7 @@ from typing import Any
 import torch
 from tensordict import TensorDictBase
 
+from rlpace.collectors._errors import PolicyError, capture_remote
 from rlpace.collectors._rollout import direct_policy
 from rlpace.collectors._transports import Transport, TransportClosed
 
@@ -86,7 +89,9 @@ class SharedMemorySlotTransport(Transport):
                 raise TransportClosed("the transport was closed while waiting for a response")
             if deadline is not None and time.monotonic() > deadline:
                 raise TimeoutError(f"slot {slot}: no response from the inference server")
-        conn.recv_bytes()
+        answer = conn.recv_bytes()
+        if answer != b"a":  # b"e" + the pickled (error, traceback text)
+            raise PolicyError(*pickle.loads(answer[1:]))
         for key, buf in self._response_leaves:
             target.set(key, buf[slot].clone())
 
@@ -130,6 +135,11 @@ class SharedMemorySlotTransport(Transport):
             buf.index_copy_(0, index, responses.get(key))
         for slot in slots:
             self._server_conns[slot].send_bytes(b"a")
+
+    def write_errors(self, slots: list[int], error: BaseException) -> None:
+        message = b"e" + pickle.dumps(capture_remote(error))
+        for slot in slots:
+            self._server_conns[slot].send_bytes(message)
 
     def close(self) -> None:
         self._closed.value = 1

@@ -12,6 +12,10 @@ batch) and :meth:`~Transport.write_responses` (scatter, wake the clients).
   slot has its own wake-up lock, so clients never contend on a shared lock.
 - :class:`ThreadingTransport` (threads): plain queues carrying TensorDicts; simple,
   slower, the baseline.
+
+When the policy raises, the server hands the error to the clients of that batch
+(:meth:`~Transport.write_errors`) instead of responses; each re-raises it as a
+:class:`~rlpace.collectors.PolicyError` chaining the original.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from typing import Any
 
 import torch
 from tensordict import TensorDict, TensorDictBase
+
+from rlpace.collectors._errors import PolicyError
 
 
 class TransportClosed(RuntimeError):
@@ -41,6 +47,8 @@ class Transport:
 
     num_slots: int
     submit_times: list[float]
+    #: whether :meth:`InferenceServer.client` may hand out this transport's slots
+    accepts_clients: bool = True
 
     def submit(self, slot: int, request: TensorDictBase) -> None:
         raise NotImplementedError
@@ -64,6 +72,14 @@ class Transport:
 
     def write_responses(self, slots: list[int], responses: TensorDictBase) -> None:
         raise NotImplementedError
+
+    def write_errors(self, slots: list[int], error: BaseException) -> None:
+        """Answer ``slots`` with ``error`` (their clients raise :class:`PolicyError`).
+
+        A transport that cannot deliver errors re-raises ``error``, which stops the
+        server (its ``error`` attribute keeps it).
+        """
+        raise error
 
     def close(self) -> None:
         raise NotImplementedError
@@ -144,6 +160,7 @@ class SlotTransport(Transport):
         # every GIL release lets an env thread in ahead of the forward pass.
         self._index = torch.zeros(num_slots, dtype=torch.int64)
         self._index_np = self._index.numpy()
+        self._errors: list[BaseException | None] = [None] * num_slots
         self._closed = False
 
     def _layout_requests(self, request: TensorDictBase) -> None:
@@ -181,6 +198,10 @@ class SlotTransport(Transport):
             raise TimeoutError(f"slot {slot}: no response from the inference server in {timeout}s")
         if self._closed:
             raise TransportClosed("the transport was closed while waiting for a response")
+        error = self._errors[slot]
+        if error is not None:
+            self._errors[slot] = None
+            raise PolicyError(error) from error
         for key, row in self._response_rows[slot]:
             target.set(key, row.clone())
 
@@ -220,6 +241,11 @@ class SlotTransport(Transport):
         for key, buf in self._response_leaves:
             buf.index_copy_(0, index, responses.get(key))
         for slot in slots:
+            self._ready[slot].release()
+
+    def write_errors(self, slots: list[int], error: BaseException) -> None:
+        for slot in slots:
+            self._errors[slot] = error
             self._ready[slot].release()
 
     def close(self) -> None:
@@ -271,6 +297,8 @@ class ThreadingTransport(Transport):
             ) from None
         if response is None:
             raise TransportClosed("the transport was closed while waiting for a response")
+        if isinstance(response, BaseException):
+            raise PolicyError(response) from response
         target.update(response)
 
     def wait_requests(
@@ -290,6 +318,10 @@ class ThreadingTransport(Transport):
         out = responses.exclude(*self._request_keys)
         for slot, response in zip(slots, out.unbind(0), strict=True):
             self._responses[slot].put(response)
+
+    def write_errors(self, slots: list[int], error: BaseException) -> None:
+        for slot in slots:
+            self._responses[slot].put(error)
 
     def close(self) -> None:
         self._closed = True
