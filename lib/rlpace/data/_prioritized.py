@@ -73,12 +73,38 @@ class PrioritizedSampler(Sampler):
         self._tree = SumMinTree(self.max_capacity, sums, mins)
         self._lock = storage.ledger.lock
         self._valid = storage.ledger.valid
+        self._ledger = storage.ledger
+        # the ledger repair this tree was last rebuilt after (see _rebuild_after_repair)
+        self._repaired = storage.shared_array("priority_repairs", (1,), np.int64)
+
+    def _rebuild_after_repair(self) -> None:
+        """With the lock held: rebuild the tree if a holder died since it was last built.
+
+        A writer killed inside ``on_reserve``/``on_commit`` (or ``update_priority``)
+        leaves leaves and inner sums out of step; the ledger's repair bumps its
+        ``repairs`` count. Then uncommitted slots get priority 0, committed ones that
+        have none get the current maximum, and the inner nodes are summed again.
+        """
+        repairs = self._ledger.repairs
+        if int(self._repaired[0]) == repairs:
+            return
+        tree = self._tree
+        n = len(self._valid)
+        leaves = tree.sums[tree.size : tree.size + n]
+        valid = torch.from_numpy(self._valid.astype(bool))
+        leaves[~valid] = 0.0
+        leaves[valid & (leaves <= 0)] = float(self._max[0]) ** self.alpha
+        tree.mins[tree.size : tree.size + n] = torch.where(leaves > 0, leaves, torch.inf)
+        tree.rebuild()
+        self._repaired[0] = repairs
 
     # called by the ledger with the lock held
     def on_reserve(self, slots: np.ndarray) -> None:
+        self._rebuild_after_repair()
         self._tree.set(torch.from_numpy(slots), 0.0)
 
     def on_commit(self, slots: np.ndarray) -> None:
+        self._rebuild_after_repair()
         self._tree.set(torch.from_numpy(slots), float(self._max[0]) ** self.alpha)
 
     def on_empty(self) -> None:
@@ -88,6 +114,7 @@ class PrioritizedSampler(Sampler):
     def sample(self, storage, batch_size: int):
         n, _ = _committed(storage)
         with self._lock:
+            self._rebuild_after_repair()
             index = self._tree.draw(batch_size)
             priority = self._tree.leaves(index)
             total, smallest = self._tree.total, self._tree.min
@@ -120,6 +147,7 @@ class PrioritizedSampler(Sampler):
             )
         value = priority + self.eps
         with self._lock:
+            self._rebuild_after_repair()
             live = torch.from_numpy(self._valid[index.numpy()].astype(bool))
             if bool(live.any()):
                 self._tree.set(index[live], value[live] ** self.alpha)

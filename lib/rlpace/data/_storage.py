@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 import weakref
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -22,6 +20,14 @@ import numpy as np
 import torch
 from tensordict import MemoryMappedTensor, TensorDict, TensorDictBase
 
+from rlpace.data._janitor import (
+    IN_USE,
+    create_owned_directory,
+    hold_in_use,
+    release_in_use,
+    remove_owned_directory,
+    remove_stale_temporaries,
+)
 from rlpace.data._ledger import FileLock, SlotLedger, _shared_array
 
 FORMAT_VERSION = 1
@@ -61,9 +67,22 @@ def _nest(flat: dict[Key, torch.Tensor]) -> dict[str, Any]:
     return out
 
 
-def _remove_owned_dir(path: str, pid: int) -> None:
-    if os.getpid() == pid:  # a forked child never removes its parent's files
-        shutil.rmtree(path, ignore_errors=True)
+_LEAF_PREFIX = "leaf"
+_LEAF_SUFFIX = ".memmap"
+#: files a folder may hold before its storage is described (not "someone else's data")
+_BOOKKEEPING = {"lock", IN_USE}
+
+
+def _discard_unfinished_allocation(directory: Path) -> None:
+    """Remove leaf files of an allocation whose writer died before the spec named them.
+
+    Call with the ledger's lock held and the spec missing: nobody attaches leaves
+    before the spec exists, so these files are a dead allocator's and are redone.
+    """
+    remove_stale_temporaries(directory)
+    for entry in os.scandir(directory):
+        if entry.name.startswith(_LEAF_PREFIX) and entry.name.endswith(_LEAF_SUFFIX):
+            os.unlink(entry.path)
 
 
 def _shm_root() -> str | None:
@@ -129,7 +148,14 @@ class _TensorStorageBase(_Storage):
 
     _kind = "tensor"
 
-    def _setup(self, max_size: int, device: torch.device, directory: Path | None, owned: bool):
+    def _setup(
+        self,
+        max_size: int,
+        device: torch.device,
+        directory: Path | None,
+        owned: bool,
+        in_use_fd: int | None = None,
+    ):
         self.max_size = max_size
         self.device = device
         self._directory = directory
@@ -139,15 +165,18 @@ class _TensorStorageBase(_Storage):
         self._item_batch: torch.Size | None = None
         self._pid = os.getpid()
         if directory is not None:
+            pid = os.getpid()
+            if owned:
+                self._finalizer = weakref.finalize(
+                    self, remove_owned_directory, str(directory), pid, in_use_fd
+                )
+            elif in_use_fd is not None:
+                self._finalizer = weakref.finalize(self, release_in_use, in_use_fd, pid)
             directory.mkdir(parents=True, exist_ok=True)
             with FileLock(directory / "lock"):  # two processes opening one new directory
                 self._check_or_write_meta(directory)
         self.ledger = SlotLedger(max_size, directory)
         if directory is not None:
-            if owned:
-                self._finalizer = weakref.finalize(
-                    self, _remove_owned_dir, str(directory), os.getpid()
-                )
             self._attach_if_allocated()
 
     def _check_or_write_meta(self, directory: Path) -> None:
@@ -168,7 +197,8 @@ class _TensorStorageBase(_Storage):
                     "to reopen it, or use another directory"
                 )
             return
-        if any(p.name != "lock" for p in directory.iterdir()):
+        remove_stale_temporaries(directory)  # e.g. the meta file of a writer killed here
+        if any(p.name not in _BOOKKEEPING for p in directory.iterdir()):
             raise ValueError(
                 f"{directory} is not empty and holds no rlpace storage ({_META} is missing); "
                 "point the storage at an empty or new directory"
@@ -242,10 +272,11 @@ class _TensorStorageBase(_Storage):
         with self.ledger.lock:
             if self._attach_if_allocated():  # another process allocated first
                 return
+            _discard_unfinished_allocation(self._directory)
             spec = {"format_version": FORMAT_VERSION, "item_batch": list(data.batch_size[1:])}
             spec["leaves"] = []
             for i, (key, (dtype, shape)) in enumerate(signature.items()):
-                name = f"leaf{i:03d}_{'.'.join(key)}.memmap"
+                name = f"{_LEAF_PREFIX}{i:03d}_{'.'.join(key)}{_LEAF_SUFFIX}"
                 MemoryMappedTensor.empty(
                     (self.max_size, *shape), dtype=dtype, filename=str(self._directory / name)
                 )
@@ -428,15 +459,20 @@ class _TensorStorageBase(_Storage):
         }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        if not (Path(state["directory"]) / _META).exists():
+        directory = Path(state["directory"])
+        try:
+            # marks the folder as in use first, so no sweeper removes it from now on
+            in_use_fd = hold_in_use(directory)
+        except FileNotFoundError:
+            in_use_fd = None
+        if not (directory / _META).exists():
+            release_in_use(in_use_fd, os.getpid())
             raise FileNotFoundError(
                 f"the shared storage at {state['directory']} is gone: the process that "
                 "created it has freed it. Keep the creating buffer alive while others use "
                 "it, or use MemmapStorage(max_size, path=...) for files that outlive it"
             )
-        self._setup(
-            state["max_size"], torch.device(state["device"]), Path(state["directory"]), owned=False
-        )
+        self._setup(state["max_size"], torch.device(state["device"]), directory, False, in_use_fd)
 
 
 def _not_shared_message(storage: _Storage, what: str) -> str:
@@ -494,10 +530,10 @@ class TensorStorage(_TensorStorageBase):
                 f"{device} was asked; use shared=False for a {device.type} storage, or "
                 "device='cpu' to share it between processes"
             )
-        directory = None
+        directory = in_use_fd = None
         if shared:
-            directory = Path(tempfile.mkdtemp(prefix="rlpace-rb-", dir=_shm_root()))
-        self._setup(max_size, device, directory, owned=shared)
+            directory, in_use_fd = create_owned_directory("rlpace-rb-", _shm_root())
+        self._setup(max_size, device, directory, shared, in_use_fd)
 
 
 class MemmapStorage(_TensorStorageBase):
@@ -526,9 +562,11 @@ class MemmapStorage(_TensorStorageBase):
 
     def __init__(self, max_size: int, path: str | os.PathLike | None = None):
         max_size = _check_max_size(max_size, "MemmapStorage")
-        owned = path is None
-        directory = Path(tempfile.mkdtemp(prefix="rlpace-memmap-")) if owned else Path(path)
-        self._setup(max_size, torch.device("cpu"), directory, owned=owned)
+        if path is None:
+            directory, in_use_fd = create_owned_directory("rlpace-memmap-", None)
+            self._setup(max_size, torch.device("cpu"), directory, True, in_use_fd)
+        else:
+            self._setup(max_size, torch.device("cpu"), Path(path), False)
 
     @property
     def path(self) -> Path:
