@@ -8,12 +8,15 @@ that new writers go on.
 
 from __future__ import annotations
 
+import gc
 import inspect
 import os
+import pickle
 import random
 import signal
 import sys
 import traceback
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -31,6 +34,7 @@ from rlpace.data import (
     ReplayBuffer,
     TensorStorage,
 )
+from rlpace.data._janitor import sweep_orphans
 from rlpace.data._ledger import CLEAN, JOURNAL, SlotLedger
 
 CAPACITY = 8
@@ -435,3 +439,132 @@ def test_memmap_writer_killed_during_open_or_allocation_leaves_a_reopenable_dire
         if outcome == "finished":
             break
     assert point > 10
+
+
+# ---- loading a dump ------------------------------------------------------------------
+
+
+class _Payload:
+    """A pickle that runs code when loaded (what a tampered dump could hold)."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+def test_loads_does_not_run_pickled_code(tmp_path):
+    rb = ReplayBuffer(TensorStorage(4))
+    rb.extend(_batch(0, 3))
+    rb.dumps(tmp_path / "dump")
+    state = torch.load(tmp_path / "dump" / "state.pt", weights_only=False)
+    marker = tmp_path / "pwned"
+    state["sampler"] = {"payload": _Payload(str(marker))}
+    torch.save(state, tmp_path / "dump" / "state.pt")
+    other = ReplayBuffer(TensorStorage(4))
+    with pytest.raises(ValueError, match="refuses to run the code.*weights_only=False"):
+        other.loads(tmp_path / "dump")
+    assert not marker.exists()
+    assert len(other) == 0
+
+
+def test_loads_reads_tensor_and_list_dumps_without_pickled_code(tmp_path):
+    from rlpace.data import ListStorage
+
+    rb = ReplayBuffer(TensorStorage(4), PrioritizedSampler(4, 1.0, 1.0))
+    rb.extend(_batch(0, 3))
+    rb.dumps(tmp_path / "tensor")
+    other = ReplayBuffer(TensorStorage(4), PrioritizedSampler(4, 1.0, 1.0))
+    other.loads(tmp_path / "tensor")
+    assert sorted(other.sample(32)["id"].unique().tolist()) == [0, 1, 2]
+    texts = ReplayBuffer(ListStorage(4))
+    texts.extend(["a prompt", {"turns": [1, 2]}])
+    texts.extend(_batch(5, 1))
+    texts.dumps(tmp_path / "list")
+    back = ReplayBuffer(ListStorage(4))
+    back.loads(tmp_path / "list")
+    assert back.storage.get(torch.tensor([0, 1])) == ["a prompt", {"turns": [1, 2]}]
+    assert back.storage.get(torch.tensor([2]))["id"].tolist() == [5]
+
+
+# ---- temporary folders of dead processes ---------------------------------------------
+
+
+def _child_owning_folders(send_storage: bool = False):
+    """Fork a child that creates a TensorStorage and a MemmapStorage, reports their
+    folders (and, with ``send_storage``, the pickled buffer) and waits to be killed."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(read)
+            torch.set_num_threads(1)
+            shm = ReplayBuffer(TensorStorage(4))
+            shm.extend(_batch(0, 2))
+            mm = ReplayBuffer(MemmapStorage(4))
+            mm.extend(_batch(0, 2))
+            payload = {
+                "folders": [str(shm.storage.ledger.directory), str(mm.storage.path)],
+                "buffer": pickle.dumps(shm) if send_storage else None,
+            }
+            with os.fdopen(write, "wb") as pipe:
+                pickle.dump(payload, pipe)
+            signal.pause()
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        payload = pickle.load(pipe)
+    return pid, payload
+
+
+def _wait_killed(pid: int, sig: int) -> None:
+    os.kill(pid, sig)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == sig  # died of it, as before
+
+
+def test_shared_memory_folders_do_not_leak_when_the_creator_is_sigkilled():
+    pid, payload = _child_owning_folders()
+    folders = [Path(f) for f in payload["folders"]]
+    assert all(f.is_dir() for f in folders)
+    _wait_killed(pid, signal.SIGKILL)
+    assert all(f.is_dir() for f in folders)  # nothing ran in the child
+    TensorStorage(4)  # creating folders sweeps the orphans of each kind
+    MemmapStorage(4)
+    assert not any(f.exists() for f in folders)
+
+
+def test_shared_memory_folders_do_not_leak_when_the_creator_is_sigtermed():
+    pid, payload = _child_owning_folders()
+    folders = [Path(f) for f in payload["folders"]]
+    _wait_killed(pid, signal.SIGTERM)
+    assert not any(f.exists() for f in folders)  # removed by the child on its way out
+
+
+def test_a_dead_creators_folder_stays_while_another_process_uses_it():
+    pid, payload = _child_owning_folders(send_storage=True)
+    shm_folder = Path(payload["folders"][0])
+    rb = pickle.loads(payload["buffer"])  # this process now uses the child's folder
+    _wait_killed(pid, signal.SIGKILL)
+    TensorStorage(4)
+    assert shm_folder.is_dir()
+    rb.extend(_batch(10, 2))
+    assert len(rb) == 4
+    del rb
+    gc.collect()
+    TensorStorage(4)
+    assert not shm_folder.exists()
+
+
+def test_sweeping_leaves_folders_of_live_processes_and_unmarked_data_alone(tmp_path):
+    live = TensorStorage(4)
+    live.extend(_batch(0, 1))
+    unmarked = tmp_path / "rlpace-rb-old"  # e.g. written by an rlpace that did not mark
+    unmarked.mkdir()
+    (unmarked / "counters.bin").write_bytes(b"\0" * 64)
+    sweep_orphans(tmp_path, "rlpace-rb-")
+    sweep_orphans(live.ledger.directory.parent, "rlpace-rb-")
+    assert unmarked.is_dir() and live.ledger.directory.is_dir()
+    assert len(live) == 1
