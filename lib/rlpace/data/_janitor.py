@@ -100,8 +100,9 @@ def _remove_if_empty_and_old(path: str) -> bool:
         return False
 
 
-def remove_stale_temporaries(directory: Path) -> list[str]:
-    """Delete ``*.tmp<pid>`` files, the half-written files of a killed writer.
+def remove_stale_temporaries(directory: Path, is_ours=lambda stem: True) -> list[str]:
+    """Delete ``<stem>.tmp<pid>`` files whose ``stem`` passes ``is_ours``: half-written
+    files of a killed writer.
 
     Every rlpace writer of such a file holds the folder's lock while the file exists
     under that name, so with the lock held any one found is a dead writer's.
@@ -118,7 +119,7 @@ def remove_stale_temporaries(directory: Path) -> list[str]:
     removed = []
     for entry in os.scandir(directory):
         stem, dot, tail = entry.name.rpartition(".tmp")
-        if dot and stem and tail.isdigit():
+        if dot and stem and tail.isdigit() and is_ours(stem):
             try:
                 os.unlink(entry.path)
             except FileNotFoundError:

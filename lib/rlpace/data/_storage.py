@@ -73,13 +73,18 @@ _LEAF_SUFFIX = ".memmap"
 _BOOKKEEPING = {"lock", IN_USE}
 
 
+def _is_storage_file(stem: str) -> bool:
+    """Whether ``stem`` names a file a storage writes (its temporaries may be swept)."""
+    return stem in (_META, _SPEC) or stem.endswith(".bin")
+
+
 def _discard_unfinished_allocation(directory: Path) -> None:
     """Remove leaf files of an allocation whose writer died before the spec named them.
 
     Call with the ledger's lock held and the spec missing: nobody attaches leaves
     before the spec exists, so these files are a dead allocator's and are redone.
     """
-    remove_stale_temporaries(directory)
+    remove_stale_temporaries(directory, _is_storage_file)
     for entry in os.scandir(directory):
         if entry.name.startswith(_LEAF_PREFIX) and entry.name.endswith(_LEAF_SUFFIX):
             os.unlink(entry.path)
@@ -182,6 +187,8 @@ class _TensorStorageBase(_Storage):
     def _check_or_write_meta(self, directory: Path) -> None:
         meta_path = directory / _META
         if meta_path.exists():
+            # half-written spec or shared arrays of a writer killed in this lock
+            remove_stale_temporaries(directory, _is_storage_file)
             meta = json.loads(meta_path.read_text())
             version = meta.get("format_version")
             if version != FORMAT_VERSION:
@@ -197,7 +204,8 @@ class _TensorStorageBase(_Storage):
                     "to reopen it, or use another directory"
                 )
             return
-        remove_stale_temporaries(directory)  # e.g. the meta file of a writer killed here
+        # a half-written meta is the only file a storage writes before the meta
+        remove_stale_temporaries(directory, lambda stem: stem == _META)
         if any(p.name not in _BOOKKEEPING for p in directory.iterdir()):
             raise ValueError(
                 f"{directory} is not empty and holds no rlpace storage ({_META} is missing); "
