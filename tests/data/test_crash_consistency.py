@@ -125,7 +125,7 @@ def _in_allocation(code) -> bool:
 
 
 def _at_source_line(func, text: str):
-    """``wanted`` + kill index that stop a child just before ``text`` runs in ``func``."""
+    """``(code, lineno)`` of the first line of ``func`` that contains ``text``."""
     lines, start = inspect.getsourcelines(func)
     lineno = start + next(i for i, line in enumerate(lines) if text in line)
     code = func.__code__
@@ -142,16 +142,24 @@ def _kill_before(code, lineno) -> None:
 
 
 def _run_child_killed_before(work, code, lineno) -> str:
+    """Run ``work()`` in a forked child, killed just before line ``lineno`` of ``code``."""
     pid = os.fork()
     if pid == 0:
+        exit_code = 0
         try:
             torch.set_num_threads(1)
             _kill_before(code, lineno)
             work()
+        except BaseException:  # noqa: BLE001 - reported to the parent by the exit code
+            traceback.print_exc()
+            exit_code = 3
         finally:
-            os._exit(0)
+            os._exit(exit_code)
     _, status = os.waitpid(pid, 0)
-    return "killed" if os.WIFSIGNALED(status) else "finished"
+    if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL:
+        return "killed"
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, f"child failed: {status}"
+    return "finished"
 
 
 # ---- the model the parent keeps -----------------------------------------------------

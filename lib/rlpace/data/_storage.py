@@ -6,6 +6,11 @@ reopened later, and ``ListStorage`` keeps arbitrary Python objects in this proce
 Tensor storages allocate on their first ``extend`` from that batch's structure; when
 shared, the structure is written next to the data so a process that received the
 storage before the first write attaches to the same files.
+
+The description (``spec.json``) is written last, atomically, under the ledger's lock:
+until it exists nobody attaches the leaf files, so an allocation whose writer was
+killed is discarded and redone by the next one (:func:`_discard_unfinished_allocation`).
+Temporary folders are created and swept by :mod:`rlpace.data._janitor`.
 """
 
 from __future__ import annotations
