@@ -353,12 +353,13 @@ class ReplayBuffer:
 
 def _load_tensors_only(file: Path) -> dict[str, Any]:
     """``torch.load`` that runs no pickled code: tensors, TensorDicts, plain containers."""
+    from tensordict import LazyStackedTensorDict
     from tensordict._reductions import _make_td
 
-    from rlpace.data._storage import _Row
+    from rlpace.data._storage import _Row  # a ListStorage item: (batch, row)
 
     try:
-        with torch.serialization.safe_globals([_make_td, TensorDict, _Row]):
+        with torch.serialization.safe_globals([_make_td, TensorDict, LazyStackedTensorDict, _Row]):
             return torch.load(file, weights_only=True)
     except pickle.UnpicklingError:
         raise ValueError(

@@ -89,9 +89,10 @@ class PrioritizedSampler(Sampler):
         if int(self._repaired[0]) == repairs:
             return
         tree = self._tree
-        n = len(self._valid)
+        flags = self._ledger.valid
+        n = len(flags)
         leaves = tree.sums[tree.size : tree.size + n]
-        valid = torch.from_numpy(self._valid.astype(bool))
+        valid = torch.from_numpy(flags.astype(bool))
         leaves[~valid] = 0.0
         leaves[valid & (leaves <= 0)] = float(self._max[0]) ** self.alpha
         tree.mins[tree.size : tree.size + n] = torch.where(leaves > 0, leaves, torch.inf)
