@@ -155,29 +155,30 @@ class JournaledLock(AbstractContextManager):
     def __init__(self, inner: AbstractContextManager, ledger: SlotLedger) -> None:
         self.inner = inner
         self._ledger = ledger
-        self._holder: tuple[int, int] | None = None  # (pid, thread) holding it
+        self._holder: int | None = None  # the thread holding it
+        self._holder_pid: int | None = None
 
     def held_here(self) -> bool:
         """Whether this thread of this process holds the lock."""
-        return self._holder == (os.getpid(), threading.get_ident())
+        return self._holder == threading.get_ident() and self._holder_pid == os.getpid()
 
     def __enter__(self) -> JournaledLock:
         self.inner.__enter__()
-        self._holder = (os.getpid(), threading.get_ident())
-        counters = self._ledger.counters
-        try:
-            if counters[JOURNAL] != CLEAN:
+        self._holder, self._holder_pid = threading.get_ident(), os.getpid()
+        journal = self._ledger.fields
+        if journal[JOURNAL] != CLEAN:
+            try:
                 self._ledger.repair()
-            counters[JOURNAL] = HELD
-        except BaseException:
-            self._holder = None
-            self.inner.__exit__(None, None, None)
-            raise
+            except BaseException:
+                self._holder = None
+                self.inner.__exit__(None, None, None)
+                raise
+        journal[JOURNAL] = HELD
         return self
 
     def __exit__(self, exc_type, *exc: object) -> None:
         if exc_type is None:
-            self._ledger.counters[JOURNAL] = CLEAN
+            self._ledger.fields[JOURNAL] = CLEAN
         self._holder = None
         self.inner.__exit__(exc_type, *exc)
 
@@ -206,6 +207,8 @@ class SlotLedger:
                 # owner[slot] = ticket + 1 of the last reservation (0: never reserved)
                 self.owner = _shared_array(directory / "owner.bin", np.int64, (self.capacity,))
                 self.valid = _shared_array(directory / "valid.bin", np.uint8, (self.capacity,))
+        # the counters as a memoryview: scalar reads and writes at a third of numpy's cost
+        self.fields = memoryview(self.counters)
         self.lock = JournaledLock(inner, self)
 
     @property
@@ -218,27 +221,27 @@ class SlotLedger:
         Free when the journal is clean; otherwise takes the lock once, which waits for
         a live holder or repairs a dead one's update.
         """
-        if self.counters[JOURNAL] != CLEAN and not self.lock.held_here():
+        if self.fields[JOURNAL] != CLEAN and not self.lock.held_here():
             with self.lock:
                 pass
 
     def __len__(self) -> int:
         self.settle()
-        return int(self.counters[LENGTH])
+        return self.fields[LENGTH]
 
     @property
     def writes(self) -> int:
         self.settle()
-        return int(self.counters[WRITES])
+        return self.fields[WRITES]
 
     @property
     def generation(self) -> int:
-        return int(self.counters[GENERATION])
+        return self.fields[GENERATION]
 
     @property
     def repairs(self) -> int:
         """How many times a lock holder repaired a dead holder's update (ever, shared)."""
-        return int(self.counters[REPAIRS])
+        return self.fields[REPAIRS]
 
     def _span(self, first: int, n: int):
         start = first % self.capacity
@@ -247,7 +250,7 @@ class SlotLedger:
         return np.arange(first, first + n, dtype=np.int64) % self.capacity
 
     def _journal(self, state: int, first: int = 0, n: int = 0) -> None:
-        c = self.counters
+        c = self.fields
         c[JOURNAL_FIRST] = first
         c[JOURNAL_N] = n
         c[JOURNAL] = state  # last: the intent is whole before it counts
@@ -255,9 +258,11 @@ class SlotLedger:
     def reserve(self, n: int, on_reserve=None) -> int:
         """Take the next ``n`` tickets; returns the first. Slots lose their old data's flag."""
         with self.lock:
-            c = self.counters
-            first = int(c[WRITES])
-            self._journal(RESERVING, first, n)
+            c = self.fields
+            first = c[WRITES]
+            c[JOURNAL_FIRST] = first  # the intent, before any slot changes
+            c[JOURNAL_N] = n
+            c[JOURNAL] = RESERVING
             span = self._span(first, n)
             tickets = np.arange(first + 1, first + n + 1, dtype=np.int64)
             if first + n <= self.capacity:
@@ -280,7 +285,10 @@ class SlotLedger:
     def commit(self, first: int, n: int, on_commit=None) -> int:
         """Flag the slots ticket ``first..first+n`` still owns as written; returns how many."""
         with self.lock:
-            self._journal(COMMITTING, first, n)
+            c = self.fields
+            c[JOURNAL_FIRST] = first
+            c[JOURNAL_N] = n
+            c[JOURNAL] = COMMITTING
             span = self._span(first, n)
             tickets = np.arange(first + 1, first + n + 1, dtype=np.int64)
             mine = self.owner[span] == tickets
@@ -295,7 +303,6 @@ class SlotLedger:
                 committed = idx
             if k and on_commit is not None:
                 on_commit(committed)
-            c = self.counters
             c[LENGTH] += k
             c[PENDING] -= k
         return k
@@ -341,8 +348,8 @@ class SlotLedger:
     def committed(self) -> tuple[int, np.ndarray | None]:
         """``(n, None)`` when the committed slots are exactly ``0..n-1``; else ``(n, slots)``."""
         self.settle()
-        writes = int(self.counters[WRITES])
-        if int(self.counters[PENDING]) == 0:
+        writes = self.fields[WRITES]
+        if self.fields[PENDING] == 0:
             return min(writes, self.capacity), None
         # copy first: flatnonzero counts, then fills, and other processes may commit between
         idx = np.flatnonzero(self.valid.copy())
@@ -350,7 +357,7 @@ class SlotLedger:
 
     def logical_order(self) -> np.ndarray:
         """Slots from oldest to newest write (for samplers that need storage order)."""
-        writes = int(self.counters[WRITES])
+        writes = self.fields[WRITES]
         if writes <= self.capacity:
             return np.arange(writes, dtype=np.int64)
         start = writes % self.capacity
