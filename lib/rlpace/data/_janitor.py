@@ -8,7 +8,8 @@ SIGTERM, whose default action skips Python's clean-up) never gets there, so:
 - every process that uses such a folder holds a *shared* ``flock`` on its
   ``in-use.lock`` (the kernel drops it when the process dies, however it dies; a
   forked child shares its parent's);
-- creating a new folder first sweeps the old ones of the same kind: a folder whose
+- creating a new folder first sweeps the old ones of the same kind (at a process's
+  first creation, then at most once every ``SWEEP_INTERVAL_S``): a folder whose
   ``in-use.lock`` takes an *exclusive* lock at once has no live user and is removed
   (a folder without the file is removed only when empty and older than a minute:
   its creator died before marking it);
@@ -36,8 +37,11 @@ from pathlib import Path
 IN_USE = "in-use.lock"
 #: a folder without ``in-use.lock`` is swept only when empty and at least this old
 UNMARKED_GRACE_S = 60.0
+#: a process sweeps a root at its first creation there, then at most this often
+SWEEP_INTERVAL_S = 60.0
 
 _owned: dict[str, int] = {}  # folder -> pid of the creating process
+_last_sweep: dict[tuple[str, str], float] = {}  # (root, prefix) -> monotonic time
 _installed_handler = False
 _registry_lock = threading.Lock()
 
@@ -162,7 +166,12 @@ def create_owned_directory(prefix: str, root: str | None) -> tuple[Path, int]:
 
     Returns the folder and the descriptor of its in-use lock.
     """
-    sweep_orphans(root or tempfile.gettempdir(), prefix)
+    root_dir = root or tempfile.gettempdir()
+    now = time.monotonic()
+    last = _last_sweep.get((root_dir, prefix))
+    if last is None or now - last >= SWEEP_INTERVAL_S:
+        _last_sweep[(root_dir, prefix)] = now
+        sweep_orphans(root_dir, prefix)
     directory = Path(tempfile.mkdtemp(prefix=prefix, dir=root))
     fd = hold_in_use(directory, create=True)
     with _registry_lock:
@@ -200,6 +209,7 @@ def _on_sigterm(signum: int, frame: object) -> None:
 def _reset_in_child() -> None:
     global _installed_handler
     _owned.clear()
+    _last_sweep.clear()  # a new process: its first creation sweeps
     if _installed_handler and signal.getsignal(signal.SIGTERM) is _on_sigterm:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
     _installed_handler = False
