@@ -8,7 +8,12 @@ Every combination is checked against :data:`SUPPORTED` before anything starts.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import itertools
+import os
+import signal
+import sys
 import threading
 import time
 from collections import deque
@@ -196,6 +201,68 @@ def threads_to_keep_gil_busy(env: Any, num_envs: int, probe_seconds: float = 0.0
     cpu, wall = min(steps, key=lambda step: step[1])
     share = cpu / wall if wall > 0 else 1.0
     return max(1, min(num_envs, round(1 / max(share, 1e-3))))
+
+
+#: Linux ``prctl`` option: the signal a process gets when its parent thread exits
+_PR_SET_PDEATHSIG = 1
+#: how often an env process waiting for the server checks that the collector lives
+_PARENT_POLL_S = 1.0
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class _OrphanGuardedPolicy:
+    """The env processes' :class:`RemotePolicy`, made to end with the collector's process.
+
+    Its worker side (:meth:`bind_worker`, which runs in the env process) asks the
+    kernel to SIGTERM the process when its parent dies (``PR_SET_PDEATHSIG``, Linux,
+    only when the collector was built in the main thread: the kernel watches the
+    forking *thread*), and waits for each response in rounds of ``_PARENT_POLL_S``
+    seconds, raising ``TransportClosed`` once the collector's process is gone. A worker
+    orphaned before either would otherwise wait on the server forever.
+    """
+
+    def __init__(self, remote: Any) -> None:
+        self.remote = remote
+        self.parent_pid = os.getpid()
+        self.deathsig = threading.current_thread() is threading.main_thread()
+
+    def __call__(self, td: TensorDictBase) -> TensorDictBase:
+        remote = self.remote
+        if remote.slot is None:  # unbound, in the collector's process
+            return remote(td)
+        request = td.select(*remote.in_keys) if remote.in_keys else td
+        remote.transport.submit(remote.slot, request)
+        while True:
+            try:
+                remote.transport.receive_into(remote.slot, td, timeout=_PARENT_POLL_S)
+                return td
+            except TimeoutError:
+                self._check_parent()
+
+    def bind_worker(self, index: int) -> _OrphanGuardedPolicy:
+        bound = _OrphanGuardedPolicy(self.remote.bind_worker(index))
+        bound.parent_pid, bound.deathsig = self.parent_pid, self.deathsig
+        if self.deathsig and os.getppid() == self.parent_pid and sys.platform == "linux":
+            with contextlib.suppress(OSError, AttributeError):
+                libc = ctypes.CDLL(None, use_errno=True)
+                libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        bound._check_parent()  # it may have died before the kernel was told
+        return bound
+
+    def _check_parent(self) -> None:
+        if os.getppid() != self.parent_pid and not _process_alive(self.parent_pid):
+            raise TransportClosed(
+                f"the collector's process (pid {self.parent_pid}) died; this env process stops"
+            )
 
 
 def _slot_of(item: tuple[int, int, TensorDictBase]) -> int:
@@ -413,7 +480,7 @@ class AsyncBatchedCollector:
         self.server = InferenceServer(
             self.policy, self.transport, *self._batch_limits, self.server_timeout, client_slots=()
         )
-        remote = RemotePolicy(self.policy, self.transport, keys)
+        remote = _OrphanGuardedPolicy(RemotePolicy(self.policy, self.transport, keys))
         chunk = max(1, self.frames_per_batch // (2 * self.num_envs))
         self._pool = MultiCollector(
             list(env_fns),

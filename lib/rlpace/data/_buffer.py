@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import torch
-from tensordict import TensorDictBase
+from tensordict import TensorDict, TensorDictBase
 
 from rlpace.data._samplers import EmptyBufferError, RandomSampler, Sampler
 from rlpace.data._storage import FORMAT_VERSION, _Storage
@@ -439,7 +440,7 @@ class ReplayBuffer:
                 f"{path} holds a replay buffer saved in format version {version!r}; this "
                 f"rlpace reads version {FORMAT_VERSION}. Load it with the rlpace that saved it"
             )
-        self.load_state_dict(torch.load(path / _DUMP_STATE, weights_only=False))
+        self.load_state_dict(_load_tensors_only(path / _DUMP_STATE))
 
     # ---- pickling ---------------------------------------------------------------
     def __getstate__(self) -> dict[str, Any]:
@@ -468,6 +469,26 @@ def _copy_tensors(tree: Any) -> Any:
     if isinstance(tree, list | tuple):
         return type(tree)(_copy_tensors(value) for value in tree)
     return tree
+
+
+def _load_tensors_only(file: Path) -> dict[str, Any]:
+    """``torch.load`` that runs no pickled code: tensors, TensorDicts, plain containers."""
+    from tensordict import LazyStackedTensorDict
+    from tensordict._reductions import _make_td
+
+    from rlpace.data._list_storage import _Row  # a ListStorage item: (batch, row)
+
+    try:
+        with torch.serialization.safe_globals([_make_td, TensorDict, LazyStackedTensorDict, _Row]):
+            return torch.load(file, weights_only=True)
+    except pickle.UnpicklingError:
+        raise ValueError(
+            f"{file} holds Python objects other than tensors, TensorDicts and plain "
+            "containers (e.g. a ListStorage of custom objects, or a file that is not an "
+            "rlpace dump); loads() refuses to run the code that unpickling them would run. "
+            f"If you trust the file: rb.load_state_dict(torch.load({str(file)!r}, "
+            "weights_only=False))"
+        ) from None
 
 
 def _check_batch_size(batch_size: Any) -> None:

@@ -15,6 +15,19 @@ them and samplers never return them; a later writer that wraps around takes them
 
 The lock is an ``flock`` on a file next to the shared arrays, so the kernel releases it
 when its holder dies (SIGKILL included); a thread lock serializes threads of one process.
+
+**A holder killed inside the lock.** The kernel frees the lock but not the half-done
+update, so every locked section runs under a journal kept in the shared counters:
+taking the lock marks the journal ``HELD``; ``reserve``, ``commit`` and ``reset``
+record their intent (operation, first ticket, count) before they touch a slot; the
+holder marks the journal ``CLEAN`` when it lets go. The next holder that finds the
+journal not clean repairs (:meth:`SlotLedger.repair`): it rolls the recorded
+operation forward on the per-slot arrays (``owner`` and ``valid``, idempotent
+assignments), derives every counter from them (the cursor is the highest owning
+ticket, ``len`` the committed slots, the pending count the owned uncommitted ones)
+and bumps ``REPAIRS``, which tells samplers with shared state of their own (the
+priority tree) to rebuild it from the commit flags. The hot path stays one ``flock``
+and O(n) work; only a repair scans the ``capacity`` slots.
 """
 
 from __future__ import annotations
@@ -32,7 +45,19 @@ WRITES = 0  # tickets handed out so far (monotonic; the ring cursor is WRITES % 
 LENGTH = 1  # committed slots (what ``len`` reports)
 PENDING = 2  # reserved slots not committed yet (in flight, or left by a dead writer)
 GENERATION = 3  # bumped by ``empty()`` so per-process caches know to drop their state
+JOURNAL = 4  # what the lock holder is doing: CLEAN, HELD or the operation under way
+JOURNAL_FIRST = 5  # the operation's first ticket
+JOURNAL_N = 6  # the operation's ticket count
+REPAIRS = 7  # bumped by each repair of a dead holder's half-done update
 N_COUNTERS = 8
+
+# journal states
+CLEAN = 0  # nobody holds the lock, or its holder let go normally
+HELD = 1  # the lock is held; no per-slot update recorded
+RESERVING = 2  # reserve(JOURNAL_FIRST, JOURNAL_N) is under way
+COMMITTING = 3  # commit(JOURNAL_FIRST, JOURNAL_N) is under way
+RESETTING = 4  # reset() is under way
+RESTORING = 5  # restore() is under way (not rolled forward: its input is gone)
 
 
 class ThreadOnlyLock(AbstractContextManager):
@@ -118,44 +143,105 @@ def _shared_array(path: Path, dtype: np.dtype, shape: tuple[int, ...], fill=None
     return np.asarray(np.memmap(path, dtype=dtype, mode="r+", shape=shape))
 
 
+class JournaledLock(AbstractContextManager):
+    """A ledger's lock: taking it repairs what a dead holder left half done.
+
+    Wraps the ledger's :class:`FileLock` (or :class:`ThreadOnlyLock`). Entering marks
+    the journal ``HELD`` after repairing if it was not clean; leaving normally marks it
+    ``CLEAN``. Leaving by an exception leaves the journal as it is, so the next holder
+    repairs whatever the exception interrupted.
+    """
+
+    def __init__(self, inner: AbstractContextManager, ledger: SlotLedger) -> None:
+        self.inner = inner
+        self._ledger = ledger
+        self._holder: int | None = None  # the thread holding it
+        self._holder_pid: int | None = None
+
+    def held_here(self) -> bool:
+        """Whether this thread of this process holds the lock."""
+        return self._holder == threading.get_ident() and self._holder_pid == os.getpid()
+
+    def __enter__(self) -> JournaledLock:
+        self.inner.__enter__()
+        self._holder, self._holder_pid = threading.get_ident(), os.getpid()
+        journal = self._ledger.fields
+        if journal[JOURNAL] != CLEAN:
+            try:
+                self._ledger.repair()
+            except BaseException:
+                self._holder = None
+                self.inner.__exit__(None, None, None)
+                raise
+        journal[JOURNAL] = HELD
+        return self
+
+    def __exit__(self, exc_type, *exc: object) -> None:
+        if exc_type is None:
+            self._ledger.fields[JOURNAL] = CLEAN
+        self._holder = None
+        self.inner.__exit__(exc_type, *exc)
+
+
 class SlotLedger:
     """Write cursor, committed count and per-slot commit flags for ``capacity`` slots.
 
     With ``directory=None`` the ledger lives in this process (a thread lock guards
     it); with a directory, its arrays are files there that every process maps, and
-    the lock is an ``flock`` on ``directory/lock``.
+    the lock is an ``flock`` on ``directory/lock``. Either way the lock is journaled
+    (:class:`JournaledLock`): a holder killed inside it is repaired after.
     """
 
     def __init__(self, capacity: int, directory: Path | None = None) -> None:
         self.capacity = int(capacity)
         self.directory = directory
         if directory is None:
-            self.lock: AbstractContextManager = ThreadOnlyLock()
+            inner: AbstractContextManager = ThreadOnlyLock()
             self.counters = np.zeros(N_COUNTERS, np.int64)
             self.owner = np.zeros(self.capacity, np.int64)
             self.valid = np.zeros(self.capacity, np.uint8)
         else:
-            self.lock = FileLock(directory / "lock")
-            with self.lock:
+            inner = FileLock(directory / "lock")
+            with inner:
                 self.counters = _shared_array(directory / "counters.bin", np.int64, (N_COUNTERS,))
                 # owner[slot] = ticket + 1 of the last reservation (0: never reserved)
                 self.owner = _shared_array(directory / "owner.bin", np.int64, (self.capacity,))
                 self.valid = _shared_array(directory / "valid.bin", np.uint8, (self.capacity,))
+        # the counters as a memoryview: scalar reads and writes at a third of numpy's cost
+        self.fields = memoryview(self.counters)
+        self.lock = JournaledLock(inner, self)
 
     @property
     def shared(self) -> bool:
         return self.directory is not None
 
+    def settle(self) -> None:
+        """Wait out (or repair) a locked update in progress, so counters read true.
+
+        Free when the journal is clean; otherwise takes the lock once, which waits for
+        a live holder or repairs a dead one's update.
+        """
+        if self.fields[JOURNAL] != CLEAN and not self.lock.held_here():
+            with self.lock:
+                pass
+
     def __len__(self) -> int:
-        return int(self.counters[LENGTH])
+        self.settle()
+        return self.fields[LENGTH]
 
     @property
     def writes(self) -> int:
-        return int(self.counters[WRITES])
+        self.settle()
+        return self.fields[WRITES]
 
     @property
     def generation(self) -> int:
-        return int(self.counters[GENERATION])
+        return self.fields[GENERATION]
+
+    @property
+    def repairs(self) -> int:
+        """How many times a lock holder repaired a dead holder's update (ever, shared)."""
+        return self.fields[REPAIRS]
 
     def _span(self, first: int, n: int):
         start = first % self.capacity
@@ -163,11 +249,20 @@ class SlotLedger:
             return slice(start, start + n)
         return np.arange(first, first + n, dtype=np.int64) % self.capacity
 
+    def _journal(self, state: int, first: int = 0, n: int = 0) -> None:
+        c = self.fields
+        c[JOURNAL_FIRST] = first
+        c[JOURNAL_N] = n
+        c[JOURNAL] = state  # last: the intent is whole before it counts
+
     def reserve(self, n: int, on_reserve=None) -> int:
         """Take the next ``n`` tickets; returns the first. Slots lose their old data's flag."""
         with self.lock:
-            c = self.counters
-            first = int(c[WRITES])
+            c = self.fields
+            first = c[WRITES]
+            c[JOURNAL_FIRST] = first  # the intent, before any slot changes
+            c[JOURNAL_N] = n
+            c[JOURNAL] = RESERVING
             span = self._span(first, n)
             tickets = np.arange(first + 1, first + n + 1, dtype=np.int64)
             if first + n <= self.capacity:
@@ -190,6 +285,10 @@ class SlotLedger:
     def commit(self, first: int, n: int, on_commit=None) -> int:
         """Flag the slots ticket ``first..first+n`` still owns as written; returns how many."""
         with self.lock:
+            c = self.fields
+            c[JOURNAL_FIRST] = first
+            c[JOURNAL_N] = n
+            c[JOURNAL] = COMMITTING
             span = self._span(first, n)
             tickets = np.arange(first + 1, first + n + 1, dtype=np.int64)
             mine = self.owner[span] == tickets
@@ -204,10 +303,43 @@ class SlotLedger:
                 committed = idx
             if k and on_commit is not None:
                 on_commit(committed)
-            c = self.counters
             c[LENGTH] += k
             c[PENDING] -= k
         return k
+
+    def repair(self) -> None:
+        """Finish what a dead lock holder left half done; call with the lock held.
+
+        Rolls the journaled ``reserve``/``commit``/``reset`` forward on the per-slot
+        arrays (each step an assignment, so a repair killed in turn is redone whole),
+        then derives the cursor, ``len`` and the pending count from them.
+        """
+        c = self.counters
+        state = int(c[JOURNAL])
+        first, n = int(c[JOURNAL_FIRST]), int(c[JOURNAL_N])
+        whole = first >= 0 and 0 < n <= self.capacity
+        if state == RESERVING and whole:
+            span = self._span(first, n)
+            self.valid[span] = 0
+            self.owner[span] = np.arange(first + 1, first + n + 1, dtype=np.int64)
+        elif state == COMMITTING and whole:
+            slots = self.slots(first, n)
+            mine = slots[self.owner[slots] == np.arange(first + 1, first + n + 1)]
+            self.valid[mine] = 1
+        elif state == RESETTING:
+            self.valid[...] = 0
+            self.owner[...] = 0
+        if state in (RESETTING, RESTORING):
+            c[GENERATION] += 1  # per-process caches of the old contents must go
+        self._derive_counters()
+        c[REPAIRS] += 1
+
+    def _derive_counters(self) -> None:
+        c = self.counters
+        owner, valid = self.owner, self.valid
+        c[WRITES] = int(owner.max()) if self.capacity else 0
+        c[LENGTH] = int(np.count_nonzero(valid))
+        c[PENDING] = int(np.count_nonzero((owner > 0) & (valid == 0)))
 
     def slots(self, first: int, n: int) -> np.ndarray:
         """The slots tickets ``first..first+n`` land in."""
@@ -215,8 +347,9 @@ class SlotLedger:
 
     def committed(self) -> tuple[int, np.ndarray | None]:
         """``(n, None)`` when the committed slots are exactly ``0..n-1``; else ``(n, slots)``."""
-        writes = int(self.counters[WRITES])
-        if int(self.counters[PENDING]) == 0:
+        self.settle()
+        writes = self.fields[WRITES]
+        if self.fields[PENDING] == 0:
             return min(writes, self.capacity), None
         # copy first: flatnonzero counts, then fills, and other processes may commit between
         idx = np.flatnonzero(self.valid.copy())
@@ -224,7 +357,7 @@ class SlotLedger:
 
     def logical_order(self) -> np.ndarray:
         """Slots from oldest to newest write (for samplers that need storage order)."""
-        writes = int(self.counters[WRITES])
+        writes = self.fields[WRITES]
         if writes <= self.capacity:
             return np.arange(writes, dtype=np.int64)
         start = writes % self.capacity
@@ -232,6 +365,7 @@ class SlotLedger:
 
     def reset(self) -> None:
         """Forget every slot (``empty()``); call with the lock held."""
+        self._journal(RESETTING)
         c = self.counters
         self.valid[...] = 0
         self.owner[...] = 0
@@ -242,12 +376,10 @@ class SlotLedger:
 
     def restore(self, writes: int, valid: np.ndarray) -> None:
         """Set the ledger from a saved state (``load_state_dict``); call with the lock held."""
+        self._journal(RESTORING)
         self.valid[...] = valid.astype(np.uint8)
         order = np.arange(max(writes - self.capacity, 0), writes, dtype=np.int64)
         self.owner[...] = 0
         self.owner[order % self.capacity] = order + 1
-        c = self.counters
-        c[WRITES] = writes
-        c[LENGTH] = int(np.count_nonzero(self.valid))
-        c[PENDING] = int(np.count_nonzero((self.owner > 0) & (self.valid == 0)))
-        c[GENERATION] += 1
+        self._derive_counters()
+        self.counters[GENERATION] += 1

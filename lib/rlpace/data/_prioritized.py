@@ -81,14 +81,40 @@ class PrioritizedSampler(Sampler):
         self._synced = storage.shared_array("priority_synced", (2,), np.int64)
         self._ledger = storage.ledger
         self._lock = storage.ledger.lock
+        # the ledger repair this tree was last rebuilt after (see _rebuild_after_repair)
+        self._repaired = storage.shared_array("priority_repairs", (1,), np.int64)
+
+    def _rebuild_after_repair(self) -> None:
+        """With the lock held: rebuild the tree if a holder died since it was last built.
+
+        A writer killed inside ``on_reserve``/``on_commit`` (or ``update_priority``)
+        leaves leaves and inner sums out of step; the ledger's repair bumps its
+        ``repairs`` count. Then uncommitted slots get priority 0, committed ones that
+        have none get the current maximum, and the inner nodes are summed again.
+        """
+        repairs = self._ledger.repairs
+        if int(self._repaired[0]) == repairs:
+            return
+        tree = self._tree
+        flags = self._ledger.valid
+        n = len(flags)
+        leaves = tree.sums[tree.size : tree.size + n]
+        valid = torch.from_numpy(flags.astype(bool))
+        leaves[~valid] = 0.0
+        leaves[valid & (leaves <= 0)] = float(self._max[0]) ** self.alpha
+        tree.mins[tree.size : tree.size + n] = torch.where(leaves > 0, leaves, torch.inf)
+        tree.rebuild()
+        self._repaired[0] = repairs
 
     # called by the ledger with the lock held
     def on_reserve(self, slots: np.ndarray) -> None:
+        self._rebuild_after_repair()
         self._tree.set(torch.from_numpy(slots), 0.0)
         self._seen[slots] = 0
         self._synced[0] += len(slots)
 
     def on_commit(self, slots: np.ndarray) -> None:
+        self._rebuild_after_repair()
         self._tree.set(torch.from_numpy(slots), float(self._max[0]) ** self.alpha)
         self._seen[slots] = self._ledger.owner[slots]
 
@@ -107,6 +133,7 @@ class PrioritizedSampler(Sampler):
         ticket the tree has not seen get the highest priority, slots re-reserved
         elsewhere lose theirs, and once no write is in flight the count is caught up.
         """
+        self._rebuild_after_repair()
         ledger, synced = self._ledger, self._synced
         writes, generation = ledger.writes, ledger.generation
         if synced[0] == writes and synced[1] == generation:

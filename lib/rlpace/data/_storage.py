@@ -7,14 +7,17 @@ objects in this process.
 Tensor storages allocate on their first ``extend`` from that batch's structure; when
 shared, the structure is written next to the data so a process that received the
 storage before the first write attaches to the same files.
+
+The description (``spec.json``) is written last, atomically, under the ledger's lock:
+until it exists nobody attaches the leaf files, so an allocation whose writer was
+killed is discarded and redone by the next one (:func:`_discard_unfinished_allocation`).
+Temporary folders are created and swept by :mod:`rlpace.data._janitor`.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 import weakref
 from pathlib import Path
 from typing import Any
@@ -24,6 +27,14 @@ import torch
 from tensordict import MemoryMappedTensor, TensorDict, TensorDictBase
 
 from rlpace.data._indexing import index_slots
+from rlpace.data._janitor import (
+    IN_USE,
+    create_owned_directory,
+    hold_in_use,
+    release_in_use,
+    remove_owned_directory,
+    remove_stale_temporaries,
+)
 from rlpace.data._ledger import FileLock, SlotLedger, _shared_array
 
 FORMAT_VERSION = 1
@@ -66,9 +77,27 @@ def _nest(flat: dict[Key, torch.Tensor]) -> dict[str, Any]:
     return out
 
 
-def _remove_owned_dir(path: str, pid: int) -> None:
-    if os.getpid() == pid:  # a forked child never removes its parent's files
-        shutil.rmtree(path, ignore_errors=True)
+_LEAF_PREFIX = "leaf"
+_LEAF_SUFFIX = ".memmap"
+#: files a folder may hold before its storage is described (not "someone else's data")
+_BOOKKEEPING = {"lock", IN_USE}
+
+
+def _is_storage_file(stem: str) -> bool:
+    """Whether ``stem`` names a file a storage writes (its temporaries may be swept)."""
+    return stem in (_META, _SPEC) or stem.endswith(".bin")
+
+
+def _discard_unfinished_allocation(directory: Path) -> None:
+    """Remove leaf files of an allocation whose writer died before the spec named them.
+
+    Call with the ledger's lock held and the spec missing: nobody attaches leaves
+    before the spec exists, so these files are a dead allocator's and are redone.
+    """
+    remove_stale_temporaries(directory, _is_storage_file)
+    for entry in os.scandir(directory):
+        if entry.name.startswith(_LEAF_PREFIX) and entry.name.endswith(_LEAF_SUFFIX):
+            os.unlink(entry.path)
 
 
 def _shm_root() -> str | None:
@@ -157,7 +186,14 @@ class _TensorStorageBase(_Storage):
 
     _kind = "tensor"
 
-    def _setup(self, max_size: int, device: torch.device, directory: Path | None, owned: bool):
+    def _setup(
+        self,
+        max_size: int,
+        device: torch.device,
+        directory: Path | None,
+        owned: bool,
+        in_use_fd: int | None = None,
+    ):
         self.max_size = max_size
         self.device = device
         self._directory = directory
@@ -167,20 +203,25 @@ class _TensorStorageBase(_Storage):
         self._item_batch: torch.Size | None = None
         self._pid = os.getpid()
         if directory is not None:
+            pid = os.getpid()
+            if owned:
+                self._finalizer = weakref.finalize(
+                    self, remove_owned_directory, str(directory), pid, in_use_fd
+                )
+            elif in_use_fd is not None:
+                self._finalizer = weakref.finalize(self, release_in_use, in_use_fd, pid)
             directory.mkdir(parents=True, exist_ok=True)
             with FileLock(directory / "lock"):  # two processes opening one new directory
                 self._check_or_write_meta(directory)
         self.ledger = SlotLedger(max_size, directory)
         if directory is not None:
-            if owned:
-                self._finalizer = weakref.finalize(
-                    self, _remove_owned_dir, str(directory), os.getpid()
-                )
             self._attach_if_allocated()
 
     def _check_or_write_meta(self, directory: Path) -> None:
         meta_path = directory / _META
         if meta_path.exists():
+            # half-written spec or shared arrays of a writer killed in this lock
+            remove_stale_temporaries(directory, _is_storage_file)
             meta = json.loads(meta_path.read_text())
             version = meta.get("format_version")
             if version != FORMAT_VERSION:
@@ -196,7 +237,9 @@ class _TensorStorageBase(_Storage):
                     "to reopen it, or use another directory"
                 )
             return
-        if any(p.name != "lock" for p in directory.iterdir()):
+        # a half-written meta is the only file a storage writes before the meta
+        remove_stale_temporaries(directory, lambda stem: stem == _META)
+        if any(p.name not in _BOOKKEEPING for p in directory.iterdir()):
             raise ValueError(
                 f"{directory} is not empty and holds no rlpace storage ({_META} is missing); "
                 "point the storage at an empty or new directory"
@@ -270,10 +313,11 @@ class _TensorStorageBase(_Storage):
         with self.ledger.lock:
             if self._attach_if_allocated():  # another process allocated first
                 return
+            _discard_unfinished_allocation(self._directory)
             spec = {"format_version": FORMAT_VERSION, "item_batch": list(data.batch_size[1:])}
             spec["leaves"] = []
             for i, (key, (dtype, shape)) in enumerate(signature.items()):
-                name = f"leaf{i:03d}_{'.'.join(key)}.memmap"
+                name = f"{_LEAF_PREFIX}{i:03d}_{'.'.join(key)}{_LEAF_SUFFIX}"
                 MemoryMappedTensor.empty(
                     (self.max_size, *shape), dtype=dtype, filename=str(self._directory / name)
                 )
@@ -479,15 +523,20 @@ class _TensorStorageBase(_Storage):
         }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        if not (Path(state["directory"]) / _META).exists():
+        directory = Path(state["directory"])
+        try:
+            # marks the folder as in use first, so no sweeper removes it from now on
+            in_use_fd = hold_in_use(directory)
+        except FileNotFoundError:
+            in_use_fd = None
+        if not (directory / _META).exists():
+            release_in_use(in_use_fd, os.getpid())
             raise FileNotFoundError(
                 f"the shared storage at {state['directory']} is gone: the process that "
                 "created it has freed it. Keep the creating buffer alive while others use "
                 "it, or use MemmapStorage(max_size, path=...) for files that outlive it"
             )
-        self._setup(
-            state["max_size"], torch.device(state["device"]), Path(state["directory"]), owned=False
-        )
+        self._setup(state["max_size"], torch.device(state["device"]), directory, False, in_use_fd)
 
 
 def _tensor_batch(data: torch.Tensor) -> TensorDict:
@@ -567,10 +616,10 @@ class TensorStorage(_TensorStorageBase):
                 f"{device} was asked; use shared=False for a {device.type} storage, or "
                 "device='cpu' to share it between processes"
             )
-        directory = None
+        directory = in_use_fd = None
         if shared:
-            directory = Path(tempfile.mkdtemp(prefix="rlpace-rb-", dir=_shm_root()))
-        self._setup(max_size, device, directory, owned=shared)
+            directory, in_use_fd = create_owned_directory("rlpace-rb-", _shm_root())
+        self._setup(max_size, device, directory, shared, in_use_fd)
 
 
 class MemmapStorage(_TensorStorageBase):
@@ -599,9 +648,11 @@ class MemmapStorage(_TensorStorageBase):
 
     def __init__(self, max_size: int, path: str | os.PathLike | None = None):
         max_size = _check_max_size(max_size, "MemmapStorage")
-        owned = path is None
-        directory = Path(tempfile.mkdtemp(prefix="rlpace-memmap-")) if owned else Path(path)
-        self._setup(max_size, torch.device("cpu"), directory, owned=owned)
+        if path is None:
+            directory, in_use_fd = create_owned_directory("rlpace-memmap-", None)
+            self._setup(max_size, torch.device("cpu"), directory, True, in_use_fd)
+        else:
+            self._setup(max_size, torch.device("cpu"), Path(path), False)
 
     @property
     def path(self) -> Path:
