@@ -122,3 +122,14 @@ def test_cap_is_the_last_resort():
         "_(report cut at GitHub's comment size limit)_"
     )
     assert cap("abcdef", limit=3) == "\n\n_"[:3]
+
+
+def test_the_calibration_sentence_cannot_break_out_of_its_paragraph():
+    from rlpace.bench.render import calibration_text
+
+    note = {"source": "cal`\n\n# x.json", "pool": 3, "created": "\n\n# [a](https://e.vil)"}
+    text = calibration_text(note)
+    assert text.startswith(
+        f"Calibrated noise: `cal # x.json` (3 A/A runs, \\# \\[a](https:{Z}//e.vil))."
+    )
+    assert "\n" not in text

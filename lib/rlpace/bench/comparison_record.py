@@ -134,7 +134,7 @@ _CALIBRATION = {
     "maxProperties": 64,
     "properties": {
         "source": _text(200),
-        "created": _text(40, null=True),
+        "created": {"type": ["string", "null"], "pattern": "^[0-9T:.+ -]{0,40}$"},
         "pool": _COUNT,
         **{
             k: _COUNT

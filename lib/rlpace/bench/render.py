@@ -452,7 +452,7 @@ def calibration_text(note: Mapping[str, Any]) -> str:
         ...     "held_out_alarms_first": 6}))
         Calibrated noise: `cpu.json` (32 A/A runs). Held-out A/A runs flagged anything in 0 of 64 with a confirmation of 2 runs a side (at most 5% at 95% confidence; 6 without it).
     """
-    when = f", {note['created']}" if note.get("created") else ""
+    when = f", {neutralize(note['created'])}" if note.get("created") else ""
     out = f"Calibrated noise: {_code(note['source'])} ({note['pool']} A/A runs{when})."
     runs = note.get("held_out_runs") or 0
     bound = note.get("false_alarm_bound")
