@@ -20,6 +20,7 @@ $(STAMP): ci/requirements.txt pyproject.toml
 lint: $(STAMP)
 	$(PY) -m ruff check
 	$(PY) -m ruff format --check
+	$(VENV)/bin/zizmor --offline --no-progress --strict-collection .github/workflows
 
 ## The tests: lint, then every unit test; benchmark bodies run once each as smoke tests.
 test: lint

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -10,7 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-WORKFLOWS = Path(__file__).resolve().parents[2] / ".github" / "workflows"
+ROOT = Path(__file__).resolve().parents[2]
+WORKFLOWS = ROOT / ".github" / "workflows"
 FILES = sorted(WORKFLOWS.glob("*.yml"))
 
 
@@ -33,9 +35,10 @@ def _check_jsonschema() -> str:
     return found
 
 
-def test_the_four_workflows_exist():
+def test_the_five_workflows_exist():
     assert [f.name for f in FILES] == [
-        "bench-calibrate.yml", "bench-comment.yml", "bench-nightly.yml", "bench-pr.yml",
+        "bench-calibrate.yml", "bench-comment.yml", "bench-gpu.yml", "bench-nightly.yml",
+        "bench-pr.yml",
     ]  # fmt: skip
 
 
@@ -73,25 +76,46 @@ def test_pr_workflow_runs_untrusted_code_without_write_access():
         assert "upload-artifact" in _steps_text(job)
 
 
-def test_pr_workflow_runs_cpu_on_standard_and_gpu_on_gpu_runner():
+def test_pull_requests_never_reach_the_gpu_runner():
     jobs = _load("bench-pr.yml")["jobs"]
-    assert jobs["cpu"]["runs-on"] == "ubuntu-latest"
+    assert list(jobs) == ["cpu"] and jobs["cpu"]["runs-on"] == "ubuntu-latest"
     assert "SETS=cpu" in _steps_text(jobs["cpu"])
-    assert "gpu" in jobs["gpu"]["runs-on"]
-    assert "SETS=gpu" in _steps_text(jobs["gpu"])
+    for wf in FILES:
+        data = _load(wf.name)
+        gpu_jobs = [j for j in data["jobs"].values() if "self-hosted" in str(j["runs-on"])]
+        if gpu_jobs:  # only a maintainer's dispatch, on an ephemeral runner
+            assert set(data["on"]) == {"workflow_dispatch"}, wf.name
+            assert all("ephemeral" in j["runs-on"] for j in gpu_jobs), wf.name
+
+
+def test_gpu_runs_only_the_reviewed_head_commit():
+    wf = _load("bench-gpu.yml")
+    assert set(wf["on"]["workflow_dispatch"]["inputs"]) == {"pr", "sha"}
+    gate, gpu, post = wf["jobs"]["gate"], wf["jobs"]["gpu"], wf["jobs"]["post"]
+    assert gate["permissions"] == {"pull-requests": "read"}
+    script = gate["steps"][0]["run"]
+    assert "gh api" in script and '"$head" != "$SHA"' in script and "exit 2" in script
+    assert gpu["needs"] == "gate" and gpu["permissions"] == {"contents": "read"}
+    checkout = gpu["steps"][0]
+    assert checkout["with"]["ref"] == "refs/pull/${{ inputs.pr }}/head"
+    assert '[[ "$head" == "$SHA" ]]' in gpu["steps"][1]["run"]
+    assert "SETS=gpu" in _steps_text(gpu)
+    assert "rlpace.bench comment" in _steps_text(post) and '--head-sha "$SHA"' in _steps_text(post)
 
 
 def test_comment_workflow_only_reads_artifacts_and_never_runs_pr_code():
     wf = _load("bench-comment.yml")
     assert set(wf["on"]) == {"workflow_run"}
     assert wf["on"]["workflow_run"]["workflows"] == ["bench-pr"]
-    assert wf["permissions"]["pull-requests"] == "write"
-    assert wf["permissions"]["contents"] == "read"
+    assert wf["permissions"] == {}
+    job = wf["jobs"]["post"]
+    assert job["permissions"] == {"actions": "read", "contents": "read", "pull-requests": "write"}
     text = (WORKFLOWS / "bench-comment.yml").read_text()
     assert "head_sha" not in text and "head_branch" not in text and "pull_request.head" not in text
-    steps = _steps_text(wf["jobs"]["post"])
-    assert "default_branch" in steps
-    assert "download-artifact" in steps and "rlpace.bench post" in steps
+    steps = _steps_text(job)
+    assert "'ref'" not in steps  # the default branch, never the PR's
+    assert "download-artifact" in steps and "rlpace.bench comment" in steps
+    assert "rlpace.bench post" not in steps  # no markdown from the artifact is posted
 
 
 def test_nightly_runs_asv_new_and_publishes():
@@ -111,9 +135,8 @@ def test_calibration_runs_by_hand_on_the_commenting_runners_and_only_uploads():
     jobs = wf["jobs"]
     # the same runners as bench-pr.yml, so the calibration describes the machine that
     # judges the pull requests
-    pr = _load("bench-pr.yml")["jobs"]
-    assert jobs["cpu"]["runs-on"] == pr["cpu"]["runs-on"]
-    assert jobs["gpu"]["runs-on"] == pr["gpu"]["runs-on"]
+    assert jobs["cpu"]["runs-on"] == _load("bench-pr.yml")["jobs"]["cpu"]["runs-on"]
+    assert jobs["gpu"]["runs-on"] == _load("bench-gpu.yml")["jobs"]["gpu"]["runs-on"]
     for name, job in jobs.items():
         steps = _steps_text(job)
         assert f"rlpace-bench aa --set {name} --repeats 2" in steps
@@ -131,4 +154,85 @@ def test_standard_runners_install_the_cpu_build_of_the_pinned_torch():
     assert pr["jobs"]["cpu"]["env"]["PIP_EXTRA_INDEX_URL"] == cpu_index
     assert nightly["jobs"]["asv"]["env"]["PIP_EXTRA_INDEX_URL"] == cpu_index
     assert _load("bench-calibrate.yml")["jobs"]["cpu"]["env"]["PIP_EXTRA_INDEX_URL"] == cpu_index
-    assert "PIP_EXTRA_INDEX_URL" not in (pr["jobs"]["gpu"].get("env") or {})  # CUDA there
+    gpu = _load("bench-gpu.yml")["jobs"]["gpu"]
+    assert "PIP_EXTRA_INDEX_URL" not in (gpu.get("env") or {})  # CUDA there
+
+
+# ------------------------------------------------------------------------ hardening
+
+_PINNED = re.compile(r"^\s*(?:- )?uses: ([\w.-]+/[\w./-]+)@([0-9a-f]{40}) # v\d+\.\d+\.\d+$")
+
+
+def _privileged_jobs():
+    for wf in FILES:
+        for name, job in _load(wf.name)["jobs"].items():
+            if "write" in str(job.get("permissions", {})):
+                yield wf.name, name, job
+
+
+def test_every_action_is_pinned_by_full_commit_sha_with_its_tag():
+    for wf in FILES:
+        for line in wf.read_text().splitlines():
+            if "uses:" in line:
+                assert _PINNED.match(line), f"{wf.name}: {line.strip()}"
+
+
+def test_no_run_script_expands_an_expression():
+    # ${{ }} inside run: is pasted into the script before it runs (template injection);
+    # values reach scripts through env: only
+    for wf in FILES:
+        for job in _load(wf.name)["jobs"].values():
+            for step in job.get("steps", []):
+                assert "${{" not in step.get("run", ""), f"{wf.name}: {step.get('name')}"
+
+
+def test_privileged_jobs_run_only_default_branch_code_with_hashed_installs():
+    found = list(_privileged_jobs())
+    assert {(wf, name) for wf, name, _ in found} == {
+        ("bench-comment.yml", "post"), ("bench-gpu.yml", "post"), ("bench-nightly.yml", "publish"),
+    }  # fmt: skip
+    for wf, name, job in found:
+        for step in job["steps"]:
+            uses = step.get("uses", "")
+            if uses.startswith("actions/checkout@"):
+                assert "ref" not in step.get("with", {}), (wf, name)  # the default branch
+                assert step["with"]["persist-credentials"] is False
+            if uses.startswith("actions/download-artifact@"):
+                assert step["with"]["path"].startswith("${{ runner.temp }}/"), (wf, name)
+            run = step.get("run", "")
+            if "pip install" in run:
+                assert "--require-hashes" in run and "ci/requirements-comment.txt" in run
+            assert "make " not in run and "rlpace.bench post" not in run
+
+
+def test_the_comment_requirements_pin_every_wheel_by_hash():
+    text = (ROOT / "ci" / "requirements-comment.txt").read_text()
+    entries = re.findall(
+        r"^([A-Za-z0-9_.-]+)==(\S+) \\\n\s+--hash=sha256:([0-9a-f]{64})$", text, re.M
+    )
+    names = {name for name, _, _ in entries}
+    assert {"httpx", "jinja2", "rich", "numpy", "pandas", "scipy", "jsonschema"} <= names
+    assert "torch" not in names
+    requirement_lines = [ln for ln in text.splitlines() if ln and not ln.startswith(("#", " "))]
+    assert len(requirement_lines) == len(entries)  # no line without its hash
+
+
+def _zizmor() -> str:
+    found = Path(sys.executable).parent / "zizmor"
+    if not found.exists():
+        pytest.skip("zizmor is not installed (make venv installs it from ci/requirements.txt)")
+    return str(found)
+
+
+def test_the_workflow_linter_passes_and_catches_an_unpinned_action(tmp_path):
+    cmd = [_zizmor(), "--offline", "--no-progress", "--strict-collection"]
+    ok = subprocess.run([*cmd, str(WORKFLOWS)], capture_output=True, text=True, timeout=120)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    bad = tmp_path / "bad.yml"
+    bad.write_text(
+        "name: bad\non: pull_request\npermissions: {}\njobs:\n  x:\n    runs-on: ubuntu-latest\n"
+        "    steps:\n      - uses: actions/checkout@v4\n        with:\n"
+        "          persist-credentials: false\n"
+    )
+    caught = subprocess.run([*cmd, str(bad)], capture_output=True, text=True, timeout=120)
+    assert caught.returncode != 0 and "unpinned-uses" in caught.stdout + caught.stderr

@@ -28,7 +28,6 @@ Example:
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Mapping
 from functools import lru_cache
 from pathlib import Path
@@ -36,6 +35,7 @@ from typing import Any
 
 from rlpace.bench.compare import BenchmarkChange, Comparison, Verdict
 from rlpace.bench.errors import BenchInputError
+from rlpace.bench.markdown_safe import COMMENT_LIMIT, cap, code_span, neutralize
 
 __all__ = [
     "GITHUB_COMMENT_LIMIT",
@@ -53,7 +53,7 @@ __all__ = [
 
 STYLES = ("rlpace", "seed")
 #: GitHub refuses comments longer than this many characters.
-GITHUB_COMMENT_LIMIT = 65_536
+GITHUB_COMMENT_LIMIT = COMMENT_LIMIT
 #: First line of every ``rlpace`` report; a bot finds its own comment by it.
 REPORT_MARKER = "<!-- rlpace-bench-report -->"
 SET_TITLES = {"cpu": "CPU", "gpu": "GPU"}
@@ -121,27 +121,9 @@ def seed_change_cell(change: float, threshold: float = 5.0) -> str:
     return f"${text}$"
 
 
-# Markdown punctuation that can start formatting, a link, a code span or a new cell.
-# Underscores only matter at word edges (GFM ignores intraword ``_``), so
-# ``test_sum_range`` stays readable in plain-text notifications.
-_MD_SPECIAL = re.compile(r"([\\`*\[|~])|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])")
-
-
-def escape_markdown(text: Any) -> str:
-    """Make any text safe inside a markdown table cell and unable to ping anyone.
-
-    Backslash-escapes markdown punctuation (``|`` cannot split a cell), turns ``<``,
-    ``>`` and ``&`` into entities (no HTML), breaks ``@mentions`` with a zero-width
-    space and joins lines.
-
-    Example:
-        >>> print(escape_markdown("test_a[b|c]<x>@user `t` *_z_*"))
-        test_a\\[b\\|c]&lt;x&gt;@\u200buser \\`t\\` \\*\\_z\\_\\*
-    """
-    s = str(text).replace("\r", " ").replace("\n", " ")
-    s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    s = _MD_SPECIAL.sub(lambda m: "\\" + m.group(0), s)
-    return s.replace("@", "@\u200b")
+#: Makes any text one line of inert markdown (:func:`rlpace.bench.markdown_safe.neutralize`):
+#: every name, note and unit in both styles goes through it.
+escape_markdown = neutralize
 
 
 def _pct(value: float, digits: int = 1) -> str:
@@ -194,8 +176,8 @@ def _throughput(row: BenchmarkChange) -> str:
         return "-"
     for scale, prefix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
         if value >= scale:
-            return f"{value / scale:.2f} {prefix} {row.unit or 'items'}/s"
-    return f"{value:.2f} {row.unit or 'items'}/s"
+            return f"{value / scale:.2f} {prefix} {neutralize(row.unit or 'items')}/s"
+    return f"{value:.2f} {neutralize(row.unit or 'items')}/s"
 
 
 _VERDICT_LABEL = {
@@ -225,23 +207,13 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(out)
 
 
-def _seed_name(name: str) -> str:
-    """The name as the seed bot shows it, but unable to split a row, inject HTML or ping.
-
-    Each replacement renders as the original character on GitHub.
-    """
-    for old, new in (("|", "\\|"), ("<", "&lt;"), (">", "&gt;"), ("@", "@\u200b"), ("\n", " ")):
-        name = name.replace(old, new)
-    return name
-
-
 def _seed_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
     header = ["Name", "Max", "Mean", "Ops"]
     if comparison.has_base:
         header += ["Ops on Repo `HEAD`", "Change"]
     rows = []
     for r in comparison.rows:
-        name = _seed_name(r.name)
+        name = neutralize(r.name)
         if r.verdict is Verdict.REMOVED:
             cells = [name, "-", "-", "removed"]
         elif r.verdict is Verdict.FAILED:
@@ -333,9 +305,11 @@ def render_report(
             section per set, the ``seed`` style one table per set.
         style: ``"rlpace"`` (default) or ``"seed"``.
         title: the report's heading text.
-        max_chars: the ``rlpace`` style never returns more characters than this
-            (GitHub's comment limit by default): the full tables are truncated first,
-            with a note, then the lists of improvements and regressions.
+        max_chars: neither style returns more characters than this (GitHub's
+            comment limit by default): the ``rlpace`` style truncates its full tables
+            first, with a note, then the lists of improvements and regressions; the
+            ``seed`` style truncates its tables, with a note; both cut hard as a last
+            resort (:func:`rlpace.bench.markdown_safe.cap`).
 
     Returns:
         The markdown text (ending without a trailing newline).
@@ -358,11 +332,22 @@ def render_report(
         raise BenchInputError(f"style: expected one of {', '.join(STYLES)}, got {style!r}")
     sets = _sets(comparisons)
     if style == "seed":
-        return _render_seed(sets, title)
+        return _render_seed(sets, title, max_chars)
     return _render_rlpace(sets, title, max_chars)
 
 
-def _render_seed(sets: dict[str, Comparison], title: str) -> str:
+def _render_seed(sets: dict[str, Comparison], title: str, max_chars: int) -> str:
+    text = _render_seed_tables(sets, title)
+    if len(text) <= max_chars:
+        return text
+    longest = max(len(c.rows) for c in sets.values())
+    shown = _largest_fitting(
+        longest, lambda n: len(_render_seed_tables(sets, title, n)) <= max_chars
+    )
+    return cap(_render_seed_tables(sets, title, shown), max_chars)
+
+
+def _render_seed_tables(sets: dict[str, Comparison], title: str, limit: int | None = None) -> str:
     template = _environment().get_template("seed.md.j2")
     parts = []
     for name, comparison in sets.items():
@@ -375,17 +360,23 @@ def _render_seed(sets: dict[str, Comparison], title: str) -> str:
         else:
             status = f"$\\color{{{_GREEN}}}\\textsf{{\\Large ✔\\kern{{0.2cm}}\\normalsize OK}}$"
         set_title = title if len(sets) == 1 else f"{title} ({SET_TITLES.get(name, name)})".strip()
+        table = _table(header, rows if limit is None else rows[:limit])
+        if limit is not None and len(rows) > limit:
+            table += (
+                f"\n\n_{len(rows) - limit} more rows not shown: the comment would exceed "
+                "GitHub's size limit._"
+            )
         parts.append(
             template.render(
                 has_base=comparison.has_base,
                 status=status if comparison.has_base else "",
-                title=set_title,
+                title=neutralize(set_title),
                 total=len(comparison.rows),
                 improved=improved,
                 worsened=worsened,
                 green=_GREEN,
                 red=_RED,
-                table=_table(header, rows),
+                table=table,
             )
         )
     return "\n\n".join(parts)
@@ -461,7 +452,7 @@ def calibration_text(note: Mapping[str, Any]) -> str:
         ...     "held_out_alarms_first": 6}))
         Calibrated noise: `cpu.json` (32 A/A runs). Held-out A/A runs flagged anything in 0 of 64 with a confirmation of 2 runs a side (at most 5% at 95% confidence; 6 without it).
     """
-    when = f", {note['created']}" if note.get("created") else ""
+    when = f", {neutralize(note['created'])}" if note.get("created") else ""
     out = f"Calibrated noise: {_code(note['source'])} ({note['pool']} A/A runs{when})."
     runs = note.get("held_out_runs") or 0
     bound = note.get("false_alarm_bound")
@@ -534,7 +525,7 @@ def calibration_warning(note: Mapping[str, Any]) -> str:
 
 
 def _code(text: str) -> str:
-    return f"`{str(text).replace('`', '')}`"
+    return code_span(text)
 
 
 def _headline(sets: dict[str, Comparison]) -> str:
@@ -629,5 +620,4 @@ def _render_rlpace(sets: dict[str, Comparison], title: str, max_chars: int) -> s
     text = render(full_limit, list_limit)
     if len(text) <= max_chars:
         return text
-    note = "\n\n_(report cut at GitHub's comment size limit)_"
-    return text[: max(0, max_chars - len(note))] + note
+    return cap(text, max_chars)
