@@ -68,7 +68,15 @@ def test_changes_below_the_threshold_are_not_flagged_even_when_certain():
     assert row.q_value < 1e-10
     assert row.verdict is Verdict.UNCHANGED
     assert row.median_change_pct == pytest.approx(-100 * (1 - 1 / 1.03), abs=0.2)
-    flagged = compare_runs(runs({"a": head}), runs({"a": base}), threshold=2.0).rows[0]
+    # one run a side: the assumed process noise (10%) holds a 3% change back ...
+    held = compare_runs(runs({"a": head}), runs({"a": base}), threshold=2.0).rows[0]
+    assert held.verdict is Verdict.UNCHANGED
+    assert held.assumed_noise_pct == pytest.approx(10.0)
+    assert "assumed" in held.note
+    # ... and without it the threshold alone decides
+    flagged = compare_runs(
+        runs({"a": head}), runs({"a": base}), threshold=2.0, single_run_noise=0
+    ).rows[0]
     assert flagged.verdict is Verdict.WORSENED
 
 
@@ -215,7 +223,7 @@ def test_zero_and_nan_times_do_not_crash_or_flag():
         ]
     )
     rows = {r.fullname: r for r in compare_runs(head, base).rows}
-    assert rows["zero"].verdict is Verdict.UNCHANGED
+    assert rows["zero"].verdict is Verdict.NEW  # nothing to compare against, not "noise"
     assert "zero" in rows["zero"].note
     assert math.isnan(rows["zero"].change_pct)
     assert rows["nan_base"].verdict is Verdict.NEW  # a NaN mean is a failed base
@@ -266,7 +274,7 @@ def test_to_dict_is_json_and_versioned(pb_head, pb_base):
     text = json.dumps(d, allow_nan=False)
     back = json.loads(text)
     assert back["format"] == "rlpace-comparison"
-    assert back["version"] == COMPARISON_FORMAT_VERSION == 3
+    assert back["version"] == COMPARISON_FORMAT_VERSION == 4
     assert back["counts"] == comparison.counts()
     assert len(back["rows"]) == len(comparison.rows)
     assert back["head"]["source"] == str(pb_head)
