@@ -12,6 +12,7 @@ Example:
 from __future__ import annotations
 
 import argparse
+import importlib.util
 from pathlib import Path
 
 from rlpace.bench.errors import BenchInputError
@@ -55,6 +56,12 @@ def main(args: argparse.Namespace) -> int:
         ...
         rlpace.bench.errors.BenchInputError: expected an asv results directory at missing-results, found none; run `make asv` (or `asv run`) first, or pass --results DIR
     """
+    missing = [m for m in ("asv", "matplotlib") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise BenchInputError(
+            f"history needs {' and '.join(missing)}, which this environment lacks; "
+            'install the bench extra: pip install "rlpace[bench]"'
+        )
     if args.threshold <= 0:
         raise BenchInputError(
             f"--threshold: expected a relative change > 0 (0.1 = 10 %), got {args.threshold}"
