@@ -96,7 +96,7 @@ def test_show_prints_every_benchmark(capsys):
     assert main(["show", HEAD]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith(f"{HEAD}: pytest-benchmark 5.3.1, 12 benchmarks")
-    assert out[1].split()[:2] == ["name", "median"]
+    assert out[1].split()[:3] == ["name", "group", "median"]  # the file has groups
     assert len(out) == 2 + 12
     assert (
         main(["show", str(FIXTURES / "asv/results/fixture-box/aaaaaaaa-existing-py_venv.json")])

@@ -154,14 +154,23 @@ def test_summary_only_falls_back_to_non_overlapping_intervals():
     assert rows["near"].noise_pct > abs(rows["near"].median_change_pct)
 
 
-def test_summary_without_any_spread_is_never_flagged():
+def test_summary_without_any_spread_is_judged_on_the_assumed_noise_alone():
+    """One value a side and no spread (asv without samples): only a process-noise gate
+    can judge it; without one nothing is flagged."""
     base = results_from_records([{"fullname": "a", "mean": 1.0, "median": 1.0}])
     head = results_from_records([{"fullname": "a", "mean": 2.0, "median": 2.0}])
     row = compare_runs(head, base).rows[0]
-    assert row.verdict is Verdict.UNCHANGED
+    assert row.verdict is Verdict.WORSENED
     assert row.method == "none"
-    assert "noise" in row.note
+    assert "assumed process noise (±10%) alone" in row.note
     assert row.change_pct == pytest.approx(-50.0)
+    small = results_from_records([{"fullname": "a", "mean": 1.08, "median": 1.08}])
+    assert compare_runs(small, base).rows[0].verdict is Verdict.UNCHANGED  # within ±10%
+    calibrated = compare_runs(head, base, noise={"a": 0.6}).rows[0]
+    assert calibrated.verdict is Verdict.UNCHANGED and "calibrated" in calibrated.note
+    ungated = compare_runs(head, base, single_run_noise=0).rows[0]
+    assert ungated.verdict is Verdict.UNCHANGED
+    assert "cannot be told from noise" in ungated.note
 
 
 def test_new_removed_failed_and_order():

@@ -77,7 +77,9 @@ def harness_env(tmp_path_factory) -> Path:
     src.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, src / name)
-    shutil.copytree(ROOT / "lib", src / "lib", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    shutil.copytree(
+        ROOT / "lib", src / "lib", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info")
+    )
     wheels = tmp / "wheels"
     build = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
@@ -147,7 +149,9 @@ def test_show_compare_and_json_work_without_torch(harness_env, tmp_path):
     assert compare.returncode == 1, compare.stderr  # one regression, one removed
     assert compare.stdout.startswith("<!-- rlpace-bench-report -->")
     assert json.loads(out.read_text())["counts"]["worsened"] == 1
-    seed = _run(harness_env, "-m", "rlpace.bench", "compare", "--head", str(head), "--style", "seed")
+    seed = _run(
+        harness_env, "-m", "rlpace.bench", "compare", "--head", str(head), "--style", "seed"
+    )
     assert seed.returncode == 0 and "Benchmark results" in seed.stdout
 
 

@@ -340,14 +340,13 @@ class Comparison:
         regressions".
 
         Example:
-            >>> rows = (BenchmarkChange("a", "a", Verdict.REMOVED), BenchmarkChange("b", "b", Verdict.NEW))
+            >>> rows = (BenchmarkChange("a", "a", Verdict.REMOVED, base_mean=1.0),
+            ...         BenchmarkChange("b", "b", Verdict.NEW))
             >>> [r.fullname for r in Comparison(rows=rows).lost]
             ['a']
         """
         return tuple(
-            r
-            for r in self.rows
-            if r.verdict is Verdict.REMOVED or (r.verdict is Verdict.FAILED and r.has_base)
+            r for r in self.rows if r.verdict in (Verdict.REMOVED, Verdict.FAILED) and r.has_base
         )
 
     @property
@@ -875,7 +874,18 @@ def _draft(
             f"within the assumed ±{assumed_noise * 100:.0f}%"
         )
     if out["method"] == "none":
-        out["note"] = "no spread recorded: change cannot be told from noise"
+        # one value a side (asv without samples or statistics): no interval, so only a
+        # process-noise gate can judge it - the calibrated one, else the assumed one
+        gates = [x for x in (calibrated_pct, assumed_pct) if not math.isnan(x)]
+        if gates:
+            out["noise_pct"] = max(gates)
+            which = "calibrated" if math.isnan(assumed_pct) else "assumed"
+            out["note"] = (
+                f"no spread recorded: judged against the {which} process noise "
+                f"(±{out['noise_pct']:.0f}%) alone"
+            )
+        else:
+            out["note"] = "no spread recorded: change cannot be told from noise"
     return out
 
 
@@ -904,6 +914,11 @@ def _median_interval_from_spread(row: pd.Series) -> tuple[float, float]:
 def _decide(draft: Mapping[str, Any], threshold: float, alpha: float) -> Verdict:
     change = draft["median_change_pct"]
     low, high, noise = draft["ci_low_pct"], draft["ci_high_pct"], draft["noise_pct"]
+    if draft["method"] == "none" and math.isfinite(change) and not math.isnan(noise):
+        # no interval: the change must beat the threshold and the process-noise gate
+        if abs(change) <= max(threshold, noise):
+            return Verdict.UNCHANGED
+        return Verdict.IMPROVED if change > 0 else Verdict.WORSENED
     if not all(math.isfinite(x) for x in (change, low, high, noise)):
         return Verdict.UNCHANGED
     if abs(change) <= threshold or abs(change) <= noise:

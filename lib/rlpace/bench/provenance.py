@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import PurePath
 from typing import Any
 
 import pandas as pd
@@ -73,7 +74,7 @@ def describe_run(meta: Mapping[str, Any]) -> str:
 
     Example:
         >>> describe_run({"commit": "0123456789abcdef", "subject": "Speed up x",
-        ...               "source": "head.json", "machine": "ci-1"})
+        ...               "source": "out/head.json", "machine": "ci-1"})
         '0123456 (Speed up x) · head.json · ci-1'
         >>> describe_run({})
         'unknown commit'
@@ -87,6 +88,7 @@ def describe_run(meta: Mapping[str, Any]) -> str:
     sources = [s for s in (meta.get("sources") or []) if s] or (
         [meta["source"]] if meta.get("source") else []
     )
+    sources = [PurePath(str(s)).name for s in sources]  # no runner paths in a comment
     if len(sources) > 3:
         parts.append(f"{sources[0]} and {len(sources) - 1} more files")
     elif sources:

@@ -20,9 +20,9 @@ Example:
     >>> text.splitlines()[0]
     '##  \\t Demo'
     >>> print("\\n".join(text.splitlines()[3:6]))
-    | Name | Max       | Mean      | Ops           |
-    | ---- | --------- | --------- | ------------- |
-    | a    | 1.0000 ms | 1.0000 ms | 1.0000 KOps/s |
+    | Name | Max      | Mean     | Ops           |
+    | ---- | -------- | -------- | ------------- |
+    | a    | 1.0000ms | 1.0000ms | 1.0000 KOps/s |
 """
 
 from __future__ import annotations
@@ -540,7 +540,7 @@ def _headline(sets: dict[str, Comparison]) -> str:
     failed = sum(c.counts()["failed"] for c in sets.values())
     improved = sum(c.counts()["improved"] for c in sets.values())
     total = sum(c.counts()["total"] for c in sets.values())
-    removed = sum(c.counts()["removed"] for c in sets.values())
+    removed = sum(1 for c in sets.values() for r in c.lost if r.verdict is Verdict.REMOVED)
     if not any(c.has_base for c in sets.values()):
         return f"ℹ️ **No base run to compare against** — {_plural(total, 'benchmark')} measured."
     if total and not any(c.compared for c in sets.values()) and not (worsened or failed):
