@@ -70,15 +70,18 @@ def _short(commit: Any) -> str | None:
 
 
 def describe_run(meta: Mapping[str, Any]) -> str:
-    """One line naming a run: short commit and subject, files, machine, date.
+    """One line naming a run: short commit and subject, files, machine (empty when the
+    run records none of them).
 
     Example:
         >>> describe_run({"commit": "0123456789abcdef", "subject": "Speed up x",
         ...               "source": "out/head.json", "machine": "ci-1"})
         '0123456 (Speed up x) · head.json · ci-1'
         >>> describe_run({})
-        'unknown commit'
+        ''
     """
+    if not any(meta.get(k) for k in ("commit", "subject", "source", "sources", "machine")):
+        return ""
     commit = _short(meta.get("commit"))
     parts = []
     head = commit or "unknown commit"
