@@ -71,12 +71,27 @@ def main(args: argparse.Namespace) -> int:
     else:
         results, repo = asv_paths(args.asv_config)
         repo = Path(args.repo) if args.repo else repo
-    report = history(
-        results_dir=results,
-        out_dir=args.out_dir,
-        threshold=args.threshold,
-        commit_order=git_commit_order(repo),
-    )
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    console = Console(stderr=True)
+    with Progress(
+        "reading asv results",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,
+    ) as bar:
+        task = bar.add_task("read", total=None)
+        report = history(
+            results_dir=results,
+            out_dir=args.out_dir,
+            threshold=args.threshold,
+            commit_order=git_commit_order(repo),
+            progress=lambda done, total: bar.update(task, completed=done, total=total),
+        )
     print(
         f"{len(report.series)} series read from {results}; "
         f"{len(report.changes)} step change(s) in {len(report.flagged)} benchmark(s)"
@@ -88,4 +103,6 @@ def main(args: argparse.Namespace) -> int:
         )
     for path in report.plots:
         print(f"plot: {path}")
+    if report.index is not None:
+        print(f"index: {report.index}")
     return 0
