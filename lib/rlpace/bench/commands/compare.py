@@ -85,6 +85,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="process noise in %% assumed for benchmarks with one run a side "
         f"(default: {SINGLE_RUN_NOISE * 100:g}; 0 judges them on their rounds alone)",
     )
+    parser.add_argument(
+        "--calibration",
+        help="an A/A calibration file (`rlpace-bench aa`): its per-benchmark noise judges "
+        "those benchmarks instead of the assumed single-run noise",
+    )
     parser.add_argument("-k", dest="name_filter", help="only benchmarks whose name contains this")
     parser.add_argument(
         "--only-changed",
@@ -181,6 +186,7 @@ def compare_files(
     threshold: float = 5.0,
     alpha: float = 0.05,
     single_run_noise: float = SINGLE_RUN_NOISE,
+    calibration: Path | None = None,
     name_filter: str | None = None,
     only_changed: bool = False,
     sort: str | None = None,
@@ -217,11 +223,20 @@ def compare_files(
             head_df, base_df, allow_mismatch=allow_env_mismatch, require_metadata=False
         ):
             print(f"rlpace-bench: warning: environments differ: {diff}", file=sys.stderr)
+    noise = priors = None
+    if calibration is not None:
+        from rlpace.bench.calibration import read_calibration
+
+        calibrated = read_calibration(Path(calibration))
+        runs = min(int(df.attrs.get("runs") or 1) for df in (head_df, base_df) if df is not None)
+        noise, priors = calibrated.noise_fractions(runs), calibrated.process_priors()
     comparison = compare_runs(
         head_df,
         base_df,
         threshold=threshold,
         alpha=alpha,
+        noise=noise,
+        process_priors=priors,
         single_run_noise=single_run_noise,
     )
     comparison = _with_subjects(comparison)
@@ -287,6 +302,7 @@ def main(args: argparse.Namespace) -> int:
         threshold=args.threshold,
         alpha=args.alpha,
         single_run_noise=args.single_run_noise / 100,
+        calibration=Path(args.calibration) if args.calibration else None,
         name_filter=args.name_filter,
         only_changed=args.only_changed,
         sort=args.sort,
