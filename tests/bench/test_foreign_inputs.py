@@ -370,3 +370,24 @@ def test_swapped_files_are_called_out():
     text = render_report(compare_runs(head, base))
     assert "were head and base swapped?" in text
     assert doc_b  # both real files carry their commit's time
+
+
+def test_a_shift_of_most_benchmarks_is_called_a_machine_change():
+    import numpy as np
+
+    from rlpace.bench.provenance import comparison_warnings
+    from rlpace.bench.results import results_from_records
+
+    rng = np.random.default_rng(3)
+    names = [f"b{i}" for i in range(10)]
+
+    def run(scale):
+        return results_from_records(
+            [{"fullname": n, "data": scale * (1 + 0.01 * rng.random(20))} for n in names]
+        )
+
+    shifted = comparison_warnings(compare_runs(run(1.25), run(1.0)))
+    assert [w.kind for w in shifted] == ["common-mode", "single-run"]
+    assert "10 of 10 benchmarks moved the same way" in shifted[0].text
+    calm = comparison_warnings(compare_runs(run(1.0), run(1.0)))
+    assert [w.kind for w in calm] == ["single-run"]
