@@ -27,7 +27,7 @@ from typing import TextIO
 from rlpace.bench.compare import SINGLE_RUN_NOISE, Comparison, compare_runs
 from rlpace.bench.environment import require_compatible_runs
 from rlpace.bench.errors import BenchInputError
-from rlpace.bench.render import STYLES, render_report
+from rlpace.bench.render import STYLES, escape_markdown, render_report
 from rlpace.bench.result_tables import (
     comparison_table,
     filter_rows,
@@ -174,7 +174,11 @@ def _by_group(comparison: Comparison) -> dict[str, Comparison]:
     groups: dict[str, list] = {}
     for row in comparison.rows:
         groups.setdefault(row.group or "(no group)", []).append(row)
-    return {name: replace(comparison, rows=tuple(rows)) for name, rows in groups.items()}
+    # group names come from the files: escaped, they cannot format or ping in a heading
+    return {
+        escape_markdown(name): replace(comparison, rows=tuple(rows))
+        for name, rows in groups.items()
+    }
 
 
 def compare_files(
