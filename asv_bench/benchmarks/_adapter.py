@@ -33,11 +33,14 @@ MODULE_PREFIX = "rlpace_suite_cases"
 
 # asv timing attributes shared by every generated class: small, because the CPU set
 # runs at several commits; one intra-op thread comes from OMP_NUM_THREADS (asv.conf)
-# and torch.set_num_threads(1) in setup.
+# and torch.set_num_threads(1) in setup. One process per benchmark (asv's default is
+# two): each process pays the import of torch and the case's setup, which cost more
+# than the timing itself; `asv run -a processes=2` restores asv's default.
 TIMING = {
     "warmup_time": 0.05,
     "repeat": (5, 20, 1.0),
     "rounds": 1,
+    "processes": 1,
     "sample_time": 0.01,
     "min_run_count": 5,
     "timeout": 120,

@@ -96,7 +96,7 @@ def test_show_prints_every_benchmark(capsys):
     assert main(["show", HEAD]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith(f"{HEAD}: pytest-benchmark 5.3.1, 12 benchmarks")
-    assert out[1].split()[:2] == ["name", "median"]
+    assert out[1].split()[:3] == ["name", "group", "median"]  # the file has groups
     assert len(out) == 2 + 12
     assert (
         main(["show", str(FIXTURES / "asv/results/fixture-box/aaaaaaaa-existing-py_venv.json")])
@@ -124,3 +124,75 @@ def test_console_script_compare_exit_code():
     )
     assert out.returncode == 1
     assert "<!-- rlpace-bench-report -->" in out.stdout
+
+
+def test_compare_with_a_calibration_uses_its_noise_instead_of_the_assumed_one(tmp_path, capsys):
+    from rlpace.bench.calibration import BenchmarkNoise, Calibration, write_calibration
+
+    name = "fixture_benchmarks.py::test_sum_range[torchrl-100]"  # +7.0% in the fixture
+    bench = BenchmarkNoise(name, 2, (1.0, -1.0), 0, 1.0, 4.0, 7.0, 2.0)
+    cal = Calibration("cpu", 2, 2, 8, 5.0, 0.05, 0.05, 0.0, 0.0, (bench,))
+    path, _ = write_calibration(cal, tmp_path)
+    js = tmp_path / "cmp.json"
+    args = ["compare", "--head", HEAD, "--base", BASE, "--json", str(js)]
+    assert main(args) == 0
+    rows = {r["fullname"]: r for r in json.loads(js.read_text())["rows"]}
+    assert rows[name]["verdict"] == "unchanged" and rows[name]["assumed_noise_pct"] == 10.0
+    assert main([*args, "--calibration", str(path)]) == 0
+    rows = {r["fullname"]: r for r in json.loads(js.read_text())["rows"]}
+    assert rows[name]["verdict"] == "improved"  # its calibrated noise (~5.5%) is smaller
+    assert rows[name]["assumed_noise_pct"] is None
+    capsys.readouterr()
+
+
+def test_compare_table_tools(tmp_path, capsys):
+    assert (
+        main(["compare", "--head", HEAD, "--base", BASE, "--format", "csv", "--sort", "change"])
+        == 0
+    )
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "name,verdict,change,interval,head,base"
+    assert lines[1].startswith("test_slower_in_head,worsened,-82.")  # worst first
+    assert main(["compare", "--head", HEAD, "--base", BASE, "--format", "json", "--only-changed",
+                 "--columns", "name,verdict,unit"]) == 0  # fmt: skip
+    rows = json.loads(capsys.readouterr().out)
+    assert {r["verdict"] for r in rows} <= {"worsened", "improved", "new", "removed", "failed"}
+    assert {r["unit"] for r in rows} == {"seconds"}
+    assert (
+        main(["compare", "--head", HEAD, "--base", BASE, "-k", "odd_names", "--format", "csv"]) == 0
+    )
+    assert len(capsys.readouterr().out.splitlines()) == 1 + 3
+    assert main(["compare", "--head", HEAD, "--base", BASE, "--columns", "nope"]) == 2
+    assert "unknown column 'nope'" in capsys.readouterr().err
+    # several files per side are merged as runs: the one-run warning goes away
+    heads, bases = [], []
+    for i in range(2):
+        for src, out in ((HEAD, heads), (BASE, bases)):
+            copy = tmp_path / f"{i}_{Path(src).name}"
+            copy.write_text(Path(src).read_text())
+            out.append(str(copy))
+    assert main(["compare", "--head", *heads, "--base", *bases]) == 0
+    assert "judged on one run a side" not in capsys.readouterr().out
+    glob = str(tmp_path / "*_pb5_head.json")
+    assert main(["show", glob]) == 0
+    assert "12 benchmarks, 2 runs merged" in capsys.readouterr().out
+
+
+def test_show_table_tools_and_a_closed_pipe():
+    out = subprocess.run(
+        [sys.executable, "-m", "rlpace.bench", "show", HEAD, "--sort=-median", "--format", "csv"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert out.returncode == 0
+    lines = out.stdout.splitlines()
+    assert lines[0] == "name,group,median,mean,ops,rounds,status"
+    assert lines[1].startswith("test_slower_in_head,")  # the slowest first
+    # a reader that goes away (`| head -1`) ends the program quietly
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from rlpace.bench.cli import main; "
+         "sys.exit(main(['show', sys.argv[1]]))", HEAD],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    proc.stdout.close()  # nobody reads
+    _, err = proc.communicate(timeout=60)
+    assert b"Traceback" not in err and b"BrokenPipeError" not in err

@@ -17,7 +17,7 @@ import yaml
 from tests.bench.fixtures.bot.fake_github import BOT, FakeGitHub
 
 from rlpace.bench.cli import main as cli_main
-from rlpace.bench.compare import compare_runs
+from rlpace.bench.compare import COMPARISON_FORMAT_VERSION, compare_runs
 from rlpace.bench.markdown_safe import COMMENT_LIMIT
 from rlpace.bench.render import REPORT_MARKER
 from rlpace.bench.results import load_results, results_from_records
@@ -164,7 +164,7 @@ def _hostile_json(data, case):
         ("too many rows", "rows does not match the comparison schema: expected at most 2000 items"),
         ("another set than its folder", "says it is the 'gpu' set; refusing a mismatched artifact"),
         ("a string where a number belongs", "rows[0].head_median does not match"),
-        ("another format version", "version does not match the comparison schema: expected 3"),
+        ("another format version", f"version does not match the comparison schema: expected {COMPARISON_FORMAT_VERSION}"),
         ("oversized JSON", "bytes, expected at most 4194304; refusing an oversized comparison"),
         ("NaN", "expected strict JSON (no NaN, no duplicate keys)"),
         ("duplicate keys", "duplicate key 'format'"),

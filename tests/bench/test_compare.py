@@ -68,7 +68,15 @@ def test_changes_below_the_threshold_are_not_flagged_even_when_certain():
     assert row.q_value < 1e-10
     assert row.verdict is Verdict.UNCHANGED
     assert row.median_change_pct == pytest.approx(-100 * (1 - 1 / 1.03), abs=0.2)
-    flagged = compare_runs(runs({"a": head}), runs({"a": base}), threshold=2.0).rows[0]
+    # one run a side: the assumed process noise (10%) holds a 3% change back ...
+    held = compare_runs(runs({"a": head}), runs({"a": base}), threshold=2.0).rows[0]
+    assert held.verdict is Verdict.UNCHANGED
+    assert held.assumed_noise_pct == pytest.approx(10.0)
+    assert "assumed" in held.note
+    # ... and without it the threshold alone decides
+    flagged = compare_runs(
+        runs({"a": head}), runs({"a": base}), threshold=2.0, single_run_noise=0
+    ).rows[0]
     assert flagged.verdict is Verdict.WORSENED
 
 
@@ -146,14 +154,23 @@ def test_summary_only_falls_back_to_non_overlapping_intervals():
     assert rows["near"].noise_pct > abs(rows["near"].median_change_pct)
 
 
-def test_summary_without_any_spread_is_never_flagged():
+def test_summary_without_any_spread_is_judged_on_the_assumed_noise_alone():
+    """One value a side and no spread (asv without samples): only a process-noise gate
+    can judge it; without one nothing is flagged."""
     base = results_from_records([{"fullname": "a", "mean": 1.0, "median": 1.0}])
     head = results_from_records([{"fullname": "a", "mean": 2.0, "median": 2.0}])
     row = compare_runs(head, base).rows[0]
-    assert row.verdict is Verdict.UNCHANGED
+    assert row.verdict is Verdict.WORSENED
     assert row.method == "none"
-    assert "noise" in row.note
+    assert "assumed process noise (±10%) alone" in row.note
     assert row.change_pct == pytest.approx(-50.0)
+    small = results_from_records([{"fullname": "a", "mean": 1.08, "median": 1.08}])
+    assert compare_runs(small, base).rows[0].verdict is Verdict.UNCHANGED  # within ±10%
+    calibrated = compare_runs(head, base, noise={"a": 0.6}).rows[0]
+    assert calibrated.verdict is Verdict.UNCHANGED and "calibrated" in calibrated.note
+    ungated = compare_runs(head, base, single_run_noise=0).rows[0]
+    assert ungated.verdict is Verdict.UNCHANGED
+    assert "cannot be told from noise" in ungated.note
 
 
 def test_new_removed_failed_and_order():
@@ -215,7 +232,7 @@ def test_zero_and_nan_times_do_not_crash_or_flag():
         ]
     )
     rows = {r.fullname: r for r in compare_runs(head, base).rows}
-    assert rows["zero"].verdict is Verdict.UNCHANGED
+    assert rows["zero"].verdict is Verdict.NEW  # nothing to compare against, not "noise"
     assert "zero" in rows["zero"].note
     assert math.isnan(rows["zero"].change_pct)
     assert rows["nan_base"].verdict is Verdict.NEW  # a NaN mean is a failed base
@@ -266,7 +283,7 @@ def test_to_dict_is_json_and_versioned(pb_head, pb_base):
     text = json.dumps(d, allow_nan=False)
     back = json.loads(text)
     assert back["format"] == "rlpace-comparison"
-    assert back["version"] == COMPARISON_FORMAT_VERSION == 3
+    assert back["version"] == COMPARISON_FORMAT_VERSION == 4
     assert back["counts"] == comparison.counts()
     assert len(back["rows"]) == len(comparison.rows)
     assert back["head"]["source"] == str(pb_head)

@@ -47,7 +47,9 @@ def judged(head_f, base_f, seed=0):
     head, base = table(rng, head_f), table(rng, base_f)
     floor = noise_floor_from_controls(head, base)
     noise = noise_with_floor(None, head["fullname"], floor)
-    return floor, compare_runs(head, base, noise=noise), compare_runs(head, base)
+    # "without": the comparator alone, judging on rounds (no assumed single-run noise)
+    alone = compare_runs(head, base, single_run_noise=0)
+    return floor, compare_runs(head, base, noise=noise), alone
 
 
 def test_common_mode_drift_on_every_row_is_not_flagged():

@@ -111,7 +111,40 @@ def test_history_plots_only_flagged_benchmarks(asv_results, tmp_path):
     (plot,) = report.plots
     assert plot.parent == tmp_path / "plots" and plot.suffix == ".png"
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert sorted(p.name for p in (tmp_path / "plots").iterdir()) == [plot.name]
+    assert sorted(p.name for p in (tmp_path / "plots").iterdir()) == sorted([plot.name, "index.md"])
+    index = report.index.read_text()
+    assert f"[{LOOP} [fixture-box/existing-py_venv]]({plot.name})" in index
+    assert "regression ×" in index
+
+
+def test_history_reports_progress_and_units(asv_results, tmp_path):
+    results, _ = asv_results
+    seen = []
+    series = load_asv_series(results, progress=lambda done, total: seen.append((done, total)))
+    assert seen and seen[-1][0] == seen[-1][1] == len(seen)
+    assert {s.unit for s in series} == {"seconds"}
+
+
+def test_plots_put_units_and_dates_on_the_axes(tmp_path):
+    import matplotlib.image
+
+    day = 86_400_000
+    many = Series(
+        "cpu.mem.peakmem_case",
+        "m",
+        "e",
+        tuple(f"{i:040x}" for i in range(400)),
+        tuple(1_700_000_000_000 + i * day for i in range(400)),
+        tuple(2e8 if i < 200 else 3e8 for i in range(400)),
+        unit="bytes",
+    )
+    path = plot_series(many, detect_step_changes(many), tmp_path)
+    assert matplotlib.image.imread(path).shape[1] == 1000  # 10 in at 100 dpi
+    from rlpace.bench.history import _axis_unit
+
+    assert _axis_unit(many) == (2**20, "memory (MiB)")  # not "value"
+    small = Series("t.time_x", "m", "e", ("a", "b"), (0, 0), (2e-5, 3e-5))
+    assert _axis_unit(small) == (1e-6, "time (µs)")
 
 
 def test_plot_file_names_are_safe(tmp_path):

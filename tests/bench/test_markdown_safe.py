@@ -133,3 +133,21 @@ def test_the_calibration_sentence_cannot_break_out_of_its_paragraph():
         f"Calibrated noise: `cal # x.json` (3 A/A runs, \\# \\[a](https:{Z}//e.vil))."
     )
     assert "\n" not in text
+
+
+def test_a_free_text_unit_from_a_file_renders_inert_in_both_styles():
+    """An asv ``track_*`` unit comes from the result file (or an artifact's JSON): it
+    goes through the neutraliser like a name."""
+    from rlpace.bench.compare import BenchmarkChange, Comparison, Verdict
+    from rlpace.bench.render import render_report
+
+    hostile = "[click](https://evil.example) @maintainer"
+    row = BenchmarkChange(
+        "t::track_x", "track_x", Verdict.UNCHANGED, head_mean=7.0, head_median=7.0,
+        head_max=7.0, base_mean=7.0, base_median=7.0, base_max=7.0, change_pct=0.0,
+        median_change_pct=0.0, value_unit=hostile,
+    )  # fmt: skip
+    for style in ("rlpace", "seed"):
+        text = render_report(Comparison(rows=(row,)), style=style)
+        assert "[click](https://evil" not in text, style
+        assert "@maintainer" not in text, style

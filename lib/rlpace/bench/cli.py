@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import sys
 from collections.abc import Sequence
@@ -62,6 +63,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BenchInputError as exc:
         print(f"rlpace-bench: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # the reader went away (`rlpace-bench show f.json | head`): stop quietly, as
+        # any CLI does; point stdout at devnull so the interpreter's final flush is silent
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

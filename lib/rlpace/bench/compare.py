@@ -13,6 +13,13 @@ How a change is decided (both sides ran and have usable times):
 - **summary statistics only** — the medians' intervals (asv's 99% interval, or a box
   plot notch from median/IQR/rounds) must not overlap.
 
+**One run a side** (a single process each, the usual pytest-benchmark file): rounds
+within one process say nothing about the process-to-process noise (4-16 % on a
+shared machine), so unless the benchmark has calibrated noise (``noise``) or the run
+has a control floor, the comparator *assumes* a process noise of
+:data:`SINGLE_RUN_NOISE` (``single_run_noise``) and the row carries it in
+``assumed_noise_pct``; the report says so.
+
 Either way a change is only flagged when it is larger than the effect ``threshold``
 (5% by default) *and* larger than its own noise: the half-width of the change's
 interval, the minimal detectable change of its samples, the process-level half-width
@@ -23,7 +30,7 @@ benchmark when one is given, whichever is largest. So a benchmark never worsens 
 less than it wobbles, within a process or between processes.
 
 ``change_pct`` is the seed bot's number, ``(head ops − base ops) / base ops``, with
-ops = ``1 / mean``; ``median_change_pct`` and its interval are what the verdict uses
+ops = ``1 / mean`` (for values other than times, the same ratio of means); ``median_change_pct`` and its interval are what the verdict uses
 (medians resist the slow outliers timing data always has). Both are signed so that
 positive is better, for lower-is-better times and higher-is-better metrics alike.
 
@@ -67,6 +74,7 @@ from rlpace.bench.stats import (
 
 __all__ = [
     "COMPARISON_FORMAT_VERSION",
+    "SINGLE_RUN_NOISE",
     "BenchmarkChange",
     "Comparison",
     "Verdict",
@@ -75,7 +83,13 @@ __all__ = [
 ]
 
 #: Version of :meth:`Comparison.to_dict`'s layout; bump it when fields change meaning.
-COMPARISON_FORMAT_VERSION = 3
+#: 4: rows carry ``value_unit`` (their ``*_mean``/``*_median``/``*_max`` are in it, not
+#: always seconds) and ``assumed_noise_pct``.
+COMPARISON_FORMAT_VERSION = 4
+#: The process noise assumed, as a fraction, for a benchmark judged on one run a side
+#: without calibrated noise: the middle of the 4-16 % process-to-process spread
+#: measured on shared 2-core machines. A change must beat it to be flagged.
+SINGLE_RUN_NOISE = 0.10
 #: Fewest raw samples per side for the rank test; fewer falls back to intervals.
 MIN_SAMPLES = 3
 _NAN = float("nan")
@@ -107,7 +121,8 @@ class Verdict(enum.Enum):
 class BenchmarkChange:
     """The comparison of one benchmark: both sides' numbers, the change and the verdict.
 
-    Times are in seconds; ``*_ops`` in calls per second (``1 / mean``). Percentages are
+    Values are in ``value_unit`` (seconds for timings); ``*_ops`` in calls per second
+    (``1 / mean``, timings only). Percentages are
     signed so that positive is better. NaN marks what cannot be computed (a missing
     side, no raw samples, a zero time).
 
@@ -173,6 +188,12 @@ class BenchmarkChange:
     (:func:`confirm_verdicts`); None when it was not put to confirmation."""
     confirm_change_pct: float = _NAN
     """The change (median, positive = better) the confirmation runs measured."""
+    value_unit: str = "seconds"
+    """What the values measure: ``"seconds"``, ``"bytes"`` or an asv ``track_*`` unit
+    (:mod:`rlpace.bench.units`)."""
+    assumed_noise_pct: float = _NAN
+    """The process noise assumed (not measured) because a side had one run and no
+    calibration: :data:`SINGLE_RUN_NOISE` in %; NaN when the noise was measured."""
 
     @property
     def has_base(self) -> bool:
@@ -222,7 +243,7 @@ class Comparison:
         >>> head = results_from_records([{"fullname": "a", "data": [1.0, 2.0]}])
         >>> c = compare_runs(head)
         >>> c.counts()["new"], c.has_base, c.to_dict()["version"]
-        (1, False, 3)
+        (1, False, 4)
     """
 
     rows: tuple[BenchmarkChange, ...]
@@ -311,13 +332,40 @@ class Comparison:
         """
         return any(r.verdict is Verdict.WORSENED for r in self.rows)
 
+    @property
+    def lost(self) -> tuple[BenchmarkChange, ...]:
+        """Benchmarks the base measured that head did not: removed or failed in head.
+
+        A pull request that breaks benchmark collection shows up here, not as "no
+        regressions".
+
+        Example:
+            >>> rows = (BenchmarkChange("a", "a", Verdict.REMOVED, base_mean=1.0),
+            ...         BenchmarkChange("b", "b", Verdict.NEW))
+            >>> [r.fullname for r in Comparison(rows=rows).lost]
+            ['a']
+        """
+        return tuple(
+            r for r in self.rows if r.verdict in (Verdict.REMOVED, Verdict.FAILED) and r.has_base
+        )
+
+    @property
+    def compared(self) -> tuple[BenchmarkChange, ...]:
+        """Rows measured on both sides (the ones a change was computed for).
+
+        Example:
+            >>> Comparison(rows=(BenchmarkChange("a", "a", Verdict.NEW),)).compared
+            ()
+        """
+        return tuple(r for r in self.rows if math.isfinite(r.median_change_pct))
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able, versioned form (NaN and infinities become ``None``).
 
         Example:
             >>> d = Comparison(rows=(BenchmarkChange("a", "a", Verdict.NEW),)).to_dict()
             >>> d["format"], d["version"], d["rows"][0]["verdict"], d["rows"][0]["p_value"]
-            ('rlpace-comparison', 3, 'new', None)
+            ('rlpace-comparison', 4, 'new', None)
         """
         rows = []
         for row in self.rows:
@@ -357,12 +405,21 @@ def _jsonable(value: Any) -> Any:
 
 def _run_meta(df: pd.DataFrame) -> dict[str, Any]:
     commit = df.attrs.get("commit_info") or {}
+    machine = df.attrs.get("machine_info") or {}
+    text = {k: v for k, v in {**machine, **commit}.items() if isinstance(v, str) and v}
+    cpu = machine.get("cpu")
     return {
         "source": df.attrs.get("source"),
+        "sources": list(df.attrs.get("sources") or []),
         "format": df.attrs.get("format"),
         "commit": commit.get("id"),
         "branch": commit.get("branch"),
+        "subject": text.get("subject") or text.get("message"),
+        "commit_time": text.get("time") or text.get("author_time"),
         "datetime": df.attrs.get("datetime"),
+        "machine": text.get("node")
+        or text.get("machine")
+        or (cpu.get("brand_raw") if isinstance(cpu, dict) else text.get("cpu")),
         "environment": run_environment(df.attrs),
     }
 
@@ -425,6 +482,7 @@ def compare_runs(
     fixed_impl: str | None = None,
     family_size: int | None = None,
     variance_prior: tuple[float, float] | None = None,
+    single_run_noise: float = SINGLE_RUN_NOISE,
 ) -> Comparison:
     """Compare a head run against a base run, benchmark by benchmark.
 
@@ -468,6 +526,10 @@ def compare_runs(
             without a ``process_priors`` entry, instead of one fitted here (a
             confirmation of a few benchmarks has too few to fit one; it borrows the
             first comparison's :attr:`Comparison.variance_prior`).
+        single_run_noise: the process noise (a fraction) assumed for a benchmark with
+            one run on a side and no calibrated noise, when the run has no control
+            floor; 0 judges such benchmarks on their rounds alone (not advised: the
+            rounds of one process cannot show process-to-process noise).
 
     Returns:
         The :class:`Comparison`, rows in head order then removed benchmarks.
@@ -489,6 +551,13 @@ def compare_runs(
         raise BenchInputError(f"threshold: expected a percentage >= 0, got {threshold!r}")
     if not (isinstance(alpha, int | float) and 0 < alpha < 1):
         raise BenchInputError(f"alpha: expected a false discovery rate in (0, 1), got {alpha!r}")
+    if not (isinstance(single_run_noise, int | float) and math.isfinite(single_run_noise)) or not (
+        0 <= single_run_noise < 1
+    ):
+        raise BenchInputError(
+            f"single_run_noise: expected a fraction in [0, 1) (0.1 means 10%), "
+            f"got {single_run_noise!r}"
+        )
     calibrated = _check_noise(noise)
     own_priors = _check_priors(process_priors)
     head_rows = _by_fullname(head, "head")
@@ -521,14 +590,17 @@ def compare_runs(
     else:
         effective = calibrated
 
+    assumed = 0.0 if floor is not None and floor.active else float(single_run_noise)
     drafts: list[dict[str, Any]] = []
     for fullname, h in head_rows.items():
         own = own_priors.get(fullname)
         run_gate = (run_alpha, own if own is not None else prior) if fullname in gated else None
-        drafts.append(_draft(h, base_rows.get(fullname), base is not None, effective, run_gate))
+        drafts.append(
+            _draft(h, base_rows.get(fullname), base is not None, effective, run_gate, assumed)
+        )
     for fullname, b in base_rows.items():
         if fullname not in head_rows:
-            drafts.append(_draft(None, b, True, effective, None))
+            drafts.append(_draft(None, b, True, effective, None, assumed))
 
     q = benjamini_hochberg([d.get("p_value", _NAN) for d in drafts])
     rows = []
@@ -674,11 +746,16 @@ def _identity(row: pd.Series) -> dict[str, Any]:
         "higher_is_better": bool(row["higher_is_better"]),
         "items_per_call": float(items) if isinstance(items, int | float) else _NAN,
         "unit": str(extra.get("unit", "")) if items is not None else "",
+        "value_unit": str(row.get("value_unit") or "seconds"),
     }
 
 
 def _usable(row: pd.Series) -> bool:
     return all(math.isfinite(float(row[k])) and float(row[k]) > 0 for k in ("mean", "median"))
+
+
+def _single_run(h: pd.Series, b: pd.Series) -> bool:
+    return min(len(h["run_medians"] or ()), len(b["run_medians"] or ())) < 2
 
 
 def _draft(
@@ -687,9 +764,11 @@ def _draft(
     has_base: bool,
     calibrated: Mapping[str, float],
     run_gate: tuple[float, tuple[float, float] | None] | None,
+    assumed_noise: float = 0.0,
 ) -> dict[str, Any]:
     """Everything about one benchmark except the verdicts that need all q-values;
-    ``run_gate``: the level and variance prior of its process-level gate (None: none)."""
+    ``run_gate``: the level and variance prior of its process-level gate (None: none);
+    ``assumed_noise``: the process noise assumed with one run a side (0: none)."""
     if h is None:
         assert b is not None
         return {**_identity(b), **_side(b, "base"), "verdict": Verdict.REMOVED}
@@ -711,13 +790,22 @@ def _draft(
         return out
     out.update(_side(b, "base"))
     if not (_usable(h) and _usable(b)):
-        out["verdict"] = Verdict.UNCHANGED
-        out["note"] = "a zero or missing time: no ratio to compare"
+        if all(float(h[k]) == float(b[k]) for k in ("mean", "median")):
+            out["verdict"] = Verdict.UNCHANGED
+            out["note"] = "the same value on both sides"
+        elif not _usable(h):
+            out["verdict"] = Verdict.FAILED
+            out["note"] = "head measured zero: no ratio to compare (a timer too coarse?)"
+        else:
+            out["verdict"] = Verdict.NEW
+            out["note"] = "base measured zero: nothing to compare against"
         return out
     if out["higher_is_better"]:
         out["change_pct"] = (out["head_mean"] / out["base_mean"] - 1) * 100
-    else:
+    elif all(math.isfinite(out[k]) and out[k] > 0 for k in ("head_ops", "base_ops")):
         out["change_pct"] = (out["head_ops"] - out["base_ops"]) / out["base_ops"] * 100
+    else:
+        out["change_pct"] = (out["base_mean"] / out["head_mean"] - 1) * 100
 
     hd, bd = h["data"], b["data"]
     rounds_mdc = _NAN
@@ -744,8 +832,8 @@ def _draft(
         ratio = out["head_median"] / out["base_median"]
         hl, hh, bl, bh = (float(x) for x in (h["ci_low"], h["ci_high"], b["ci_low"], b["ci_high"]))
         if not all(math.isfinite(x) for x in (hl, hh, bl, bh)):
-            hl, hh = _mean_interval(h)
-            bl, bh = _mean_interval(b)
+            hl, hh = _median_interval_from_spread(h)
+            bl, bh = _median_interval_from_spread(b)
         low = hl / bh if bh > 0 else _NAN
         high = hh / bl if bl > 0 else _NAN
         out["method"] = "intervals" if math.isfinite(low) and math.isfinite(high) else "none"
@@ -766,13 +854,38 @@ def _draft(
             calibrated_pct = g * 100
         else:
             calibrated_pct = (g / (1 - g) if g < 1 else math.inf) * 100
-    candidates = (half, rounds_mdc, out.get("run_noise_pct", _NAN), calibrated_pct)
+    assumed_pct = _NAN
+    if assumed_noise > 0 and out["fullname"] not in calibrated and _single_run(h, b):
+        g = assumed_noise  # like a calibrated gate: the same log change either way
+        assumed_pct = (g if _went_worse(ratio, out) else g / (1 - g)) * 100
+        out["assumed_noise_pct"] = assumed_noise * 100
+        if math.isfinite(out.get("mdc_pct", _NAN)):
+            out["mdc_pct"] = max(out["mdc_pct"], assumed_pct)
+    candidates = (half, rounds_mdc, out.get("run_noise_pct", _NAN), calibrated_pct, assumed_pct)
     known = [x for x in candidates if not math.isnan(x)]  # an infinite gate counts
     if not math.isnan(calibrated_pct) and math.isfinite(out.get("mdc_pct", _NAN)):
         out["mdc_pct"] = max(out["mdc_pct"], calibrated_pct)  # a change must also pass it
     out["noise_pct"] = max(known) if math.isfinite(half) and known else _NAN
+    others = [x for x in candidates[:4] if not math.isnan(x)]
+    change = abs(out["median_change_pct"])
+    if math.isfinite(assumed_pct) and others and max(others) < change <= assumed_pct:
+        out["note"] = (
+            f"beyond its rounds' noise, but one run a side cannot show process noise: "
+            f"within the assumed ±{assumed_noise * 100:.0f}%"
+        )
     if out["method"] == "none":
-        out["note"] = "no spread recorded: change cannot be told from noise"
+        # one value a side (asv without samples or statistics): no interval, so only a
+        # process-noise gate can judge it - the calibrated one, else the assumed one
+        gates = [x for x in (calibrated_pct, assumed_pct) if not math.isnan(x)]
+        if gates:
+            out["noise_pct"] = max(gates)
+            which = "calibrated" if math.isnan(assumed_pct) else "assumed"
+            out["note"] = (
+                f"no spread recorded: judged against the {which} process noise "
+                f"(±{out['noise_pct']:.0f}%) alone"
+            )
+        else:
+            out["note"] = "no spread recorded: change cannot be told from noise"
     return out
 
 
@@ -786,18 +899,26 @@ def _grown_pct(log_change: float) -> float:
     return math.expm1(min(log_change, math.log(1e4))) * 100
 
 
-def _mean_interval(row: pd.Series) -> tuple[float, float]:
-    """95% interval of the mean from mean/stddev/rounds (last-resort summary fallback)."""
-    n, mean, std = int(row["rounds"]), float(row["mean"]), float(row["stddev"])
+def _median_interval_from_spread(row: pd.Series) -> tuple[float, float]:
+    """95% interval of the *median* from stddev/rounds when the file records neither an
+    interval nor an IQR (last-resort summary fallback): the median's standard error is
+    about 1.2533 σ/√n for near-normal rounds, and the interval is centred on the median,
+    the statistic whose change is reported."""
+    n, median, std = int(row["rounds"]), float(row["median"]), float(row["stddev"])
     if n < 2 or not math.isfinite(std):
         return (_NAN, _NAN)
-    half = 1.96 * std / math.sqrt(n)
-    return (mean - half, mean + half)
+    half = 1.96 * 1.2533 * std / math.sqrt(n)
+    return (median - half, median + half)
 
 
 def _decide(draft: Mapping[str, Any], threshold: float, alpha: float) -> Verdict:
     change = draft["median_change_pct"]
     low, high, noise = draft["ci_low_pct"], draft["ci_high_pct"], draft["noise_pct"]
+    if draft["method"] == "none" and math.isfinite(change) and not math.isnan(noise):
+        # no interval: the change must beat the threshold and the process-noise gate
+        if abs(change) <= max(threshold, noise):
+            return Verdict.UNCHANGED
+        return Verdict.IMPROVED if change > 0 else Verdict.WORSENED
     if not all(math.isfinite(x) for x in (change, low, high, noise)):
         return Verdict.UNCHANGED
     if abs(change) <= threshold or abs(change) <= noise:

@@ -124,7 +124,10 @@ _ROW = {
 _RUN_META = {
     "type": "object",
     "maxProperties": 32,
-    "properties": {"environment": _scalars(32)},
+    "properties": {
+        "environment": _scalars(32),
+        "sources": {"type": "array", "maxItems": 64, "items": _text(300)},
+    },
     "additionalProperties": _SCALAR,
 }
 

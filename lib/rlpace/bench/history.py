@@ -7,7 +7,9 @@ commit date). :func:`detect_step_changes` fits a piecewise-constant signal with 
 own step detection (``asv.step_detect.detect_steps``), merges neighbouring levels that
 differ by less than ``threshold``, and reports each remaining level change as a
 :class:`StepChange` naming the *first* commit at the new level.
-:func:`plot_series` draws one PNG per flagged benchmark.
+:func:`plot_series` draws one PNG per flagged benchmark (commit dates on the axis,
+units from asv's ``benchmarks.json``, staggered labels) and :func:`write_index` an
+``index.md`` that links each one.
 
 asv and matplotlib are imported where they are used.
 
@@ -24,8 +26,8 @@ import itertools
 import math
 import re
 import subprocess
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from rlpace.bench.errors import BenchInputError
@@ -40,6 +42,7 @@ __all__ = [
     "history",
     "load_asv_series",
     "plot_series",
+    "write_index",
 ]
 
 
@@ -65,6 +68,8 @@ class Series:
     """Commit dates (ms since the epoch), as asv stores them."""
     values: tuple[float, ...]
     """The result at each commit (seconds for ``time_*``); NaN where it failed or skipped."""
+    unit: str = "seconds"
+    """What the values measure (:mod:`rlpace.bench.units`), from asv's ``benchmarks.json``."""
 
     def __post_init__(self) -> None:
         if not len(self.commits) == len(self.dates) == len(self.values):
@@ -131,6 +136,8 @@ class HistoryReport:
     """Every step change, by benchmark then position."""
     plots: tuple[Path, ...]
     """One PNG per flagged series."""
+    index: Path | None = None
+    """``index.md`` linking each flagged series to its plot (None: nothing written)."""
 
     @property
     def flagged(self) -> list[str]:
@@ -200,13 +207,38 @@ def _as_float(value: object) -> float:
     return math.nan
 
 
-def load_asv_series(results_dir: Path | str, *, commit_order: Sequence[str] = ()) -> list[Series]:
+def _units(results_dir: Path) -> dict[str, str]:
+    """Benchmark → unit from asv's ``benchmarks.json`` (empty when unreadable)."""
+    import json
+
+    from rlpace.bench.units import normalize_unit
+
+    try:
+        doc = json.loads((results_dir / "benchmarks.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return {}
+    if not isinstance(doc, dict):
+        return {}
+    return {
+        name: normalize_unit(meta.get("unit"))
+        for name, meta in doc.items()
+        if isinstance(meta, dict) and isinstance(meta.get("unit"), str)
+    }
+
+
+def load_asv_series(
+    results_dir: Path | str,
+    *,
+    commit_order: Sequence[str] = (),
+    progress: Callable[[int, int], None] | None = None,
+) -> list[Series]:
     """Read an asv results directory into one series per benchmark and parameters.
 
     Args:
         results_dir: asv's ``results_dir`` (one folder per machine).
         commit_order: commits oldest first (e.g. :func:`git_commit_order`); commits
             missing from it come after, by date.
+        progress: called with (files read, files in all) after each result file.
 
     Raises:
         BenchInputError: when the directory does not exist or holds no asv results.
@@ -226,11 +258,16 @@ def load_asv_series(results_dir: Path | str, *, commit_order: Sequence[str] = ()
             "(or `asv run`) first, or pass --results DIR"
         )
     rank = {commit: i for i, commit in enumerate(commit_order)}
+    units = _units(results_dir)
     points: dict[tuple[str, str, str], dict[str, tuple[int, float]]] = {}
+    unit_of: dict[str, str] = {}
+    paths = list(iter_results_paths(str(results_dir)))
     n_files = 0
-    for root, filename, machine in iter_results_paths(str(results_dir)):
+    for root, filename, machine in paths:
         result = Results.load(str(Path(root) / filename), machine_name=machine)
         n_files += 1
+        if progress is not None:
+            progress(n_files, len(paths))
         for key in result.get_all_result_keys():
             params = result.get_result_params(key) or []
             values = result.get_result_value(key, params)
@@ -239,6 +276,7 @@ def load_asv_series(results_dir: Path | str, *, commit_order: Sequence[str] = ()
                 values = [values]
             for combo, value in zip(combos, values or [None] * len(combos)):
                 name = f"{key}{_param_label(combo)}"
+                unit_of[name] = units.get(key) or _unit_from_name(key)
                 per_commit = points.setdefault((name, machine, result.env_name), {})
                 per_commit[result.commit_hash] = (int(result.date or 0), _as_float(value))
     if n_files == 0:
@@ -259,9 +297,17 @@ def load_asv_series(results_dir: Path | str, *, commit_order: Sequence[str] = ()
                 commits=tuple(c for c, _ in ordered),
                 dates=tuple(d for _, (d, _) in ordered),
                 values=tuple(v for _, (_, v) in ordered),
+                unit=unit_of.get(name, "seconds"),
             )
         )
     return series
+
+
+def _unit_from_name(benchmark: str) -> str:
+    method = benchmark.rsplit(".", 1)[-1]
+    if method.startswith(("mem_", "peakmem_")):
+        return "bytes"
+    return "unit" if method.startswith("track_") else "seconds"
 
 
 def detect_step_changes(series: Series, *, threshold: float = 0.1) -> list[StepChange]:
@@ -337,32 +383,114 @@ def plot_series(series: Series, changes: Sequence[StepChange], out_dir: Path | s
     import matplotlib
 
     matplotlib.use("Agg", force=False)
+    import textwrap
+
+    import matplotlib.dates as mdates
     import matplotlib.pyplot as plt
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / _file_name(series.label)
-    xs = list(range(len(series.values)))
-    fig, ax = plt.subplots(figsize=(8, 4))
+    by_date = all(d > 0 for d in series.dates) and len(set(series.dates)) == len(series.dates)
+    if by_date:  # commit dates on the axis: readable for any number of commits
+        xs = [mdates.date2num(_datetime(d)) for d in series.dates]
+    else:
+        xs = list(range(len(series.values)))
+    scale, label = _axis_unit(series)
+    ys = [v / scale for v in series.values]
+    fig, ax = plt.subplots(figsize=(10, 4.5))
     try:
-        ax.plot(xs, series.values, marker="o", color="tab:blue", label="result")
-        for change in changes:
+        ax.plot(xs, ys, marker="o", markersize=3, linewidth=1, color="tab:blue")
+        for i, change in enumerate(changes):
             colour = "tab:red" if change.kind == "regression" else "tab:green"
-            ax.axvline(change.position - 0.5, color=colour, linestyle="--")
+            at = xs[change.position]
+            before = xs[max(change.position - 1, 0)]
+            ax.axvline((at + before) / 2, color=colour, linestyle="--", linewidth=1)
             ax.annotate(
-                f"{change.kind} x{change.ratio:.2f}\nfrom {change.first_commit[:8]}",
-                xy=(change.position, change.after),
+                f"{change.kind} ×{change.ratio:.2f}\nfrom {change.first_commit[:8]}",
+                xy=(at, change.after / scale),
+                xytext=(6, 28 - 22 * (i % 3)),  # staggered: neighbours do not overlap
+                textcoords="offset points",
                 fontsize=8,
                 color=colour,
+                arrowprops={"arrowstyle": "-", "color": colour, "linewidth": 0.6},
             )
-        ax.set_xticks(xs, [c[:8] for c in series.commits], rotation=45, fontsize=7)
-        ax.set_xlabel("commit (oldest first)")
-        ax.set_ylabel("seconds" if ".time_" in series.benchmark else "value")
-        ax.set_title(series.label, fontsize=9)
+        if by_date:
+            locator = mdates.AutoDateLocator(maxticks=10)
+            ax.xaxis.set_major_locator(locator)
+            ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
+            ax.set_xlabel("commit date")
+        else:  # at most ~12 commit labels, evenly spread
+            step = max(1, math.ceil(len(xs) / 12))
+            ticks = xs[::step]
+            ax.set_xticks(ticks, [series.commits[i][:8] for i in ticks], rotation=30, fontsize=7)
+            ax.set_xlabel("commit (oldest first)")
+        ax.set_ylabel(label)
+        ax.set_ylim(bottom=0)
+        ax.grid(True, alpha=0.3)
+        ax.set_title("\n".join(textwrap.wrap(series.label, 90)), fontsize=9)
         fig.tight_layout()
         fig.savefig(path, dpi=100)
     finally:
         plt.close(fig)
+    return path
+
+
+def _datetime(ms: int):
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(ms / 1000, tz=UTC)
+
+
+def _axis_unit(series: Series) -> tuple[float, str]:
+    """A scale and axis label in the series' unit (ms/µs for small times, MiB for bytes)."""
+    finite = [abs(v) for v in series.values if math.isfinite(v)]
+    top = max(finite) if finite else 1.0
+    if series.unit == "seconds":
+        for scale, name in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs")):
+            if top >= scale or scale == 1e-6:
+                return scale, f"time ({name})"
+    if series.unit == "bytes":
+        for scale, name in ((2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"), (1, "bytes")):
+            if top >= scale or scale == 1:
+                return scale, f"memory ({name})"
+    return 1.0, "count" if series.unit in ("", "unit") else series.unit
+
+
+def write_index(report: HistoryReport, out_dir: Path | str) -> Path:
+    """Write ``index.md``: every flagged series with its step changes, linking its plot.
+
+    Example:
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as d:
+        ...     path = write_index(HistoryReport(series=(), changes=(), plots=()), d)
+        ...     print(path.read_text().splitlines()[2])
+        No step change beyond the threshold in 0 series.
+    """
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    lines = ["# Benchmark history", ""]
+    if not report.changes:
+        lines.append(f"No step change beyond the threshold in {len(report.series)} series.")
+    else:
+        lines.append(
+            f"{len(report.changes)} step change(s) in {len(report.flagged)} of "
+            f"{len(report.series)} series, oldest first per series:"
+        )
+        lines.append("")
+        plots = {p.name: p for p in report.plots}
+        for label in report.flagged:
+            name = _file_name(label)
+            link = f"[{label}]({name})" if name in plots else label
+            lines.append(f"- {link}")
+            for c in report.changes:
+                if f"{c.benchmark} [{c.machine}/{c.env}]" == label:
+                    lines.append(
+                        f"  - {c.kind} ×{c.ratio:.2f} from `{c.first_commit[:8]}` "
+                        f"(after `{c.previous_commit[:8]}`)"
+                    )
+    path = out_dir / "index.md"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
 
 
@@ -372,8 +500,10 @@ def history(
     out_dir: Path | str = "reports/history",
     threshold: float = 0.1,
     commit_order: Iterable[str] = (),
+    progress: Callable[[int, int], None] | None = None,
 ) -> HistoryReport:
-    """Read asv results, flag step changes and plot every flagged series.
+    """Read asv results, flag step changes, plot every flagged series and write an
+    ``index.md`` linking them; ``progress`` is called per result file read.
 
     Example:
         >>> history(results_dir="/nonexistent")  # doctest: +ELLIPSIS
@@ -381,7 +511,7 @@ def history(
         ...
         rlpace.bench.errors.BenchInputError: expected an asv results directory at ...
     """
-    all_series = load_asv_series(results_dir, commit_order=list(commit_order))
+    all_series = load_asv_series(results_dir, commit_order=list(commit_order), progress=progress)
     changes: list[StepChange] = []
     plots: list[Path] = []
     for s in all_series:
@@ -389,4 +519,5 @@ def history(
         if found:
             changes.extend(found)
             plots.append(plot_series(s, found, out_dir))
-    return HistoryReport(series=tuple(all_series), changes=tuple(changes), plots=tuple(plots))
+    report = HistoryReport(series=tuple(all_series), changes=tuple(changes), plots=tuple(plots))
+    return replace(report, index=write_index(report, out_dir))

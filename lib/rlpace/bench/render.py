@@ -20,9 +20,9 @@ Example:
     >>> text.splitlines()[0]
     '##  \\t Demo'
     >>> print("\\n".join(text.splitlines()[3:6]))
-    | Name | Max       | Mean      | Ops           |
-    | ---- | --------- | --------- | ------------- |
-    | a    | 1.0000 ms | 1.0000 ms | 1.0000 KOps/s |
+    | Name | Max      | Mean     | Ops           |
+    | ---- | -------- | -------- | ------------- |
+    | a    | 1.0000ms | 1.0000ms | 1.0000 KOps/s |
 """
 
 from __future__ import annotations
@@ -33,11 +33,14 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from rlpace.bench import units
 from rlpace.bench.compare import BenchmarkChange, Comparison, Verdict
 from rlpace.bench.errors import BenchInputError
 from rlpace.bench.markdown_safe import COMMENT_LIMIT, cap, code_span, neutralize
+from rlpace.bench.provenance import comparison_warnings, describe_run
 
 __all__ = [
+    "DEFAULT_TITLE",
     "GITHUB_COMMENT_LIMIT",
     "REPORT_MARKER",
     "STYLES",
@@ -56,6 +59,8 @@ STYLES = ("rlpace", "seed")
 GITHUB_COMMENT_LIMIT = COMMENT_LIMIT
 #: First line of every ``rlpace`` report; a bot finds its own comment by it.
 REPORT_MARKER = "<!-- rlpace-bench-report -->"
+#: The heading of a report given no title.
+DEFAULT_TITLE = "Benchmark results"
 SET_TITLES = {"cpu": "CPU", "gpu": "GPU"}
 _GREEN, _YELLOW, _RED = "#35bf28", "#D29922", "#d91a1a"
 _TEMPLATES = Path(__file__).parent / "templates"
@@ -65,7 +70,8 @@ _TEMPLATES = Path(__file__).parent / "templates"
 
 
 def format_time(seconds: float) -> str:
-    """A time with four decimals in ``μs`` (< 100 µs), ``ms`` (< 100 ms) or ``s``.
+    """A time with four decimals in ``μs`` (< 100 µs), ``ms`` (< 100 ms) or ``s``
+    (:func:`rlpace.bench.units.format_time`).
 
     Example:
         >>> format_time(5.2e-5), format_time(0.0123), format_time(1.5)
@@ -73,13 +79,7 @@ def format_time(seconds: float) -> str:
         >>> format_time(float("nan"))
         '-'
     """
-    if not math.isfinite(seconds):
-        return "-"
-    if seconds < 1e-4:
-        return f"{seconds * 1e6:.4f} μs"
-    if seconds < 0.1:
-        return f"{seconds * 1e3:.4f} ms"
-    return f"{seconds:.4f} s"
+    return units.format_time(seconds)
 
 
 def format_ops(ops: float) -> str:
@@ -89,13 +89,7 @@ def format_ops(ops: float) -> str:
         >>> format_ops(12.5), format_ops(1234.5), format_ops(2.5e6)
         ('12.5000 Ops/s', '1.2345 KOps/s', '2.5000 MOps/s')
     """
-    if not math.isfinite(ops):
-        return "-"
-    if ops >= 1e6:
-        return f"{ops / 1e6:.4f} MOps/s"
-    if ops >= 1e3:
-        return f"{ops / 1e3:.4f} KOps/s"
-    return f"{ops:.4f} Ops/s"
+    return units.format_ops(ops)
 
 
 def seed_change_cell(change: float, threshold: float = 5.0) -> str:
@@ -221,22 +215,32 @@ def _seed_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
         else:
             cells = [
                 name,
-                format_time(r.head_max),
-                format_time(r.head_mean),
-                format_ops(r.head_ops),
+                _value(r.head_max, r.value_unit, space=False),
+                _value(r.head_mean, r.value_unit, space=False),
+                units.format_rate(r.head_ops, r.value_unit),
             ]
         if comparison.has_base:
             if r.verdict is Verdict.NEW:
-                cells += ["new" if not math.isfinite(r.base_ops) else format_ops(r.base_ops), "new"]
+                base = units.format_rate(r.base_ops, r.value_unit)
+                cells += ["new" if not math.isfinite(r.base_ops) else base, "new"]
             elif r.verdict in (Verdict.REMOVED, Verdict.FAILED):
-                cells += [format_ops(r.base_ops), r.verdict.value]
+                cells += [units.format_rate(r.base_ops, r.value_unit), r.verdict.value]
             else:
                 cells += [
-                    format_ops(r.base_ops),
+                    units.format_rate(r.base_ops, r.value_unit),
                     seed_change_cell(r.change_pct, comparison.threshold),
                 ]
         rows.append(cells)
     return header, rows
+
+
+def _value(value: float, unit: str = units.SECONDS, *, space: bool = True) -> str:
+    """:func:`units.format_value` with a free-text unit (an asv ``track_*`` unit, read
+    from a file) passed through the neutraliser like every other name."""
+    text = units.format_value(value, unit, space=space)
+    if unit in (units.SECONDS, units.BYTES):
+        return text
+    return neutralize(text)
 
 
 # --------------------------------------------------------------------------- render
@@ -258,6 +262,8 @@ def _environment():
         md=escape_markdown,
         time=format_time,
         ops=format_ops,
+        value=_value,
+        rate=units.format_rate,
         pct=_pct,
         interval=_interval,
         change=_change,
@@ -349,6 +355,7 @@ def _render_seed(sets: dict[str, Comparison], title: str, max_chars: int) -> str
 
 def _render_seed_tables(sets: dict[str, Comparison], title: str, limit: int | None = None) -> str:
     template = _environment().get_template("seed.md.j2")
+    title = title or DEFAULT_TITLE
     parts = []
     for name, comparison in sets.items():
         improved, worsened = comparison.threshold_counts()
@@ -533,12 +540,18 @@ def _headline(sets: dict[str, Comparison]) -> str:
     failed = sum(c.counts()["failed"] for c in sets.values())
     improved = sum(c.counts()["improved"] for c in sets.values())
     total = sum(c.counts()["total"] for c in sets.values())
+    removed = sum(1 for c in sets.values() for r in c.lost if r.verdict is Verdict.REMOVED)
     if not any(c.has_base for c in sets.values()):
         return f"ℹ️ **No base run to compare against** — {_plural(total, 'benchmark')} measured."
-    if worsened or failed:
+    if total and not any(c.compared for c in sets.values()) and not (worsened or failed):
+        lead = "⚠️ **No benchmark in common**" + (f", {removed} removed" if removed else "")
+        return f"{lead} — nothing was compared ({_plural(total, 'benchmark')} in all)."
+    if worsened or failed or removed:
         bits = [_plural(worsened, "regression")] if worsened else []
         bits += [f"{failed} failed"] if failed else []
-        lead = f"❌ **{' and '.join(bits)}**"
+        bits += [f"{removed} removed"] if removed else []
+        joined = bits[0] if len(bits) == 1 else ", ".join(bits[:-1]) + " and " + bits[-1]
+        lead = f"❌ **{joined}**"
     else:
         lead = "✅ **No regressions**"
     tail = f"{_plural(improved, 'improvement')}, {_plural(total, 'benchmark')} compared"
@@ -585,6 +598,9 @@ def _render_rlpace(sets: dict[str, Comparison], title: str, max_chars: int) -> s
                 {
                     "name": SET_TITLES.get(name, name),
                     "comparison": comparison,
+                    "head_run": describe_run(comparison.head),
+                    "base_run": describe_run(comparison.base) if comparison.has_base else "",
+                    "warnings": [w.text for w in comparison_warnings(comparison)],
                     "counts": summary["counts"],
                     "regressions": regressions,
                     "regressions_hidden": len(summary["regressions"]) - len(regressions),
@@ -600,7 +616,7 @@ def _render_rlpace(sets: dict[str, Comparison], title: str, max_chars: int) -> s
             )
         return template.render(
             marker=REPORT_MARKER,
-            title=escape_markdown(title) if title else "Benchmark results",
+            title=escape_markdown(title or DEFAULT_TITLE),
             headline=_headline(sets),
             sections=sections,
             Verdict=Verdict,

@@ -1,8 +1,8 @@
 """Result files → one normalized results table.
 
 Reads pytest-benchmark JSON (``--benchmark-json`` or ``--benchmark-save`` output of
-pytest-benchmark 3, 4 and 5, with or without raw ``data``) and asv result files (api
-version 2, as written by ``asv run``) into a :class:`pandas.DataFrame` with one row per
+pytest-benchmark 2 to 5, with or without raw ``data``) and asv result files (api
+versions 1 and 2, as written by ``asv run``) into a :class:`pandas.DataFrame` with one row per
 benchmark. Every later stage (comparison, rendering, the PR pipeline) reads only this
 table.
 
@@ -11,12 +11,19 @@ Columns (:data:`COLUMNS`): ``fullname`` (the key), ``name``, ``group``, ``params
 ``stddev``, ``median``, ``iqr``, ``ops``, ``rounds``, ``data`` (list of per-round
 seconds, or None), ``extra_info`` (dict), ``status`` (``"ok"``/``"failed"``),
 ``ci_low``/``ci_high`` (an interval for the location when the file has one, else NaN),
-``higher_is_better`` (False for times), ``run_medians`` (the median of each merged run,
+``higher_is_better`` (False for times, sizes and counts; see
+:func:`rlpace.bench.units.higher_is_better_for`), ``value_unit`` (``"seconds"``,
+``"bytes"`` or an asv ``track_*`` unit; every statistic is in it), ``run_medians`` (the median of each merged run,
 one per benchmark process, in run order: process-to-process noise is measured on
 these; a single run's table has one).
 
 ``df.attrs`` holds ``source``, ``format`` (``"pytest-benchmark"``/``"asv"``),
 ``format_version``, ``machine_info``, ``commit_info`` and ``datetime``.
+
+Every value read from a file is type-checked on the way in (private modules
+``_pytest_benchmark_files`` and ``_asv_files``): a malformed file ends in one
+:class:`~rlpace.bench.errors.BenchInputError` that names the file, the field, what
+was expected and what arrived.
 
 Example:
     >>> import json, tempfile, os
@@ -38,11 +45,10 @@ Example:
 
 from __future__ import annotations
 
-import ast
-import itertools
 import json
 import math
 import os
+import stat
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -50,11 +56,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rlpace.bench._asv_files import SUPPORTED_ASV_API, read_asv
+from rlpace.bench._pytest_benchmark_files import SUPPORTED_PYTEST_BENCHMARK, read_pytest_benchmark
 from rlpace.bench.errors import BenchInputError, EnvironmentMismatchError
 from rlpace.bench.stats import median_interval, summarize
+from rlpace.bench.units import SECONDS, higher_is_better_for, normalize_unit
 
 __all__ = [
     "COLUMNS",
+    "MAX_RESULT_BYTES",
+    "SUPPORTED_ASV_API",
+    "SUPPORTED_PYTEST_BENCHMARK",
     "environment_differences",
     "load_results",
     "merge_runs",
@@ -83,6 +95,7 @@ COLUMNS = (
     "ci_high",
     "higher_is_better",
     "run_medians",
+    "value_unit",
 )
 _STAT_KEYS = ("min", "max", "mean", "stddev", "median", "iqr", "ops")
 # Numbers get numeric dtypes; everything else stays ``object`` so that a missing group
@@ -92,8 +105,8 @@ _DTYPES = {
     "rounds": "int64",
     "higher_is_better": "bool",
 }
-SUPPORTED_PYTEST_BENCHMARK = (3, 4, 5)
-SUPPORTED_ASV_API = 2
+#: Result files larger than this are refused (no real one comes near it).
+MAX_RESULT_BYTES = 512 * 2**20
 _NAN = float("nan")
 
 
@@ -108,9 +121,10 @@ def load_results(path: str | os.PathLike[str]) -> pd.DataFrame:
         and the run's metadata in ``df.attrs``.
 
     Raises:
-        BenchInputError: the file is missing, not JSON, truncated, of an unsupported
-            format version, or has a malformed benchmark entry; the message names the
-            file and the problem.
+        BenchInputError: the file is missing, not a regular file (a FIFO, a
+            directory), not JSON, truncated, of an unsupported format version, or
+            has a malformed benchmark entry; the message names the file and the
+            problem.
 
     Example:
         >>> load_results("no/such/file.json")
@@ -119,12 +133,62 @@ def load_results(path: str | os.PathLike[str]) -> pd.DataFrame:
         rlpace.bench.errors.BenchInputError: no/such/file.json: no such file; expected a pytest-benchmark JSON or asv result file
     """
     source = str(path)
+    doc = _read_json(Path(path), source)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        if "benchmarks" in doc:
+            rows, attrs = read_pytest_benchmark(doc, source)
+        elif "result_columns" in doc or ("results" in doc and "commit_hash" in doc):
+            rows, attrs = read_asv(doc, source, Path(path))
+        else:
+            keys = ", ".join(sorted(str(k) for k in doc)[:8]) or "none"
+            raise BenchInputError(
+                f"{source}: not a benchmark result file: expected a pytest-benchmark JSON "
+                f"(a 'benchmarks' list) or an asv result file ('results' and "
+                f"'result_columns'), found keys: {keys}"
+            )
+        df = results_from_records(rows, **attrs)
+    except BenchInputError:
+        raise
+    except (TypeError, ValueError, OverflowError, KeyError, AttributeError, RecursionError) as exc:
+        # the checks above should catch every malformed value; this names the file if
+        # one slipped through, instead of a traceback
+        raise BenchInputError(
+            f"{source}: malformed result file ({type(exc).__name__}: {str(exc)[:120]}); "
+            "expected a pytest-benchmark JSON or asv result file as those tools write it"
+        ) from None
+    df.attrs["source"] = source
+    return df
+
+
+def _read_json(path: Path, source: str) -> dict[str, Any]:
+    """The file's top-level JSON object, refusing anything that is not a regular file
+    (a FIFO would block forever) or larger than :data:`MAX_RESULT_BYTES`."""
+    try:
+        info = path.stat()
     except FileNotFoundError:
         raise BenchInputError(
             f"{source}: no such file; expected a pytest-benchmark JSON or asv result file"
         ) from None
+    except OSError as exc:
+        raise BenchInputError(f"{source}: cannot read the file ({exc.strerror})") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise BenchInputError(
+            f"{source}: is a directory; expected a result file (pass the JSON file itself, "
+            "or a glob such as 'results/*.json')"
+        )
+    if not stat.S_ISREG(info.st_mode):
+        raise BenchInputError(
+            f"{source}: not a regular file (a pipe, socket or device); expected a result "
+            "file on disk - save the output to a file first"
+        )
+    if info.st_size > MAX_RESULT_BYTES:
+        raise BenchInputError(
+            f"{source}: {info.st_size / 2**20:.0f} MiB is larger than any result file "
+            f"({MAX_RESULT_BYTES / 2**20:.0f} MiB at most); expected a pytest-benchmark "
+            "JSON or asv result file"
+        )
+    try:
+        text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise BenchInputError(f"{source}: cannot read the file ({exc})") from None
     if not text.strip():
@@ -139,23 +203,18 @@ def load_results(path: str | os.PathLike[str]) -> pd.DataFrame:
             f"{source}: not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}); "
             "the file is truncated or corrupt - re-run the benchmarks to write it again"
         ) from None
+    except RecursionError:
+        raise BenchInputError(
+            f"{source}: JSON nested deeper than any result file; expected a "
+            "pytest-benchmark JSON or asv result file"
+        ) from None
+    except ValueError as exc:  # e.g. an integer with more digits than Python converts
+        raise BenchInputError(f"{source}: not a usable JSON document ({exc})") from None
     if not isinstance(doc, dict):
         raise BenchInputError(
             f"{source}: expected a JSON object at the top level, got {type(doc).__name__}"
         )
-    if "benchmarks" in doc:
-        df = _from_pytest_benchmark(doc, source)
-    elif "result_columns" in doc or ("results" in doc and "commit_hash" in doc):
-        df = _from_asv(doc, source, Path(path))
-    else:
-        keys = ", ".join(sorted(doc)[:8]) or "none"
-        raise BenchInputError(
-            f"{source}: not a benchmark result file: expected a pytest-benchmark JSON "
-            f"(a 'benchmarks' list) or an asv result file ('results' and "
-            f"'result_columns'), found keys: {keys}"
-        )
-    df.attrs["source"] = source
-    return df
+    return doc
 
 
 def results_from_records(records: Iterable[Mapping[str, Any]], **attrs: Any) -> pd.DataFrame:
@@ -205,13 +264,19 @@ def _normalize_row(row: dict[str, Any]) -> dict[str, Any]:
     for key in _STAT_KEYS:
         value = row.get(key)
         row[key] = _NAN if value is None else float(value)
-    if _missing(row["ops"]) and math.isfinite(row["mean"]):
+    row["value_unit"] = normalize_unit(row.get("value_unit"))
+    if row["value_unit"] != SECONDS:
+        row["ops"] = _NAN  # calls per second only mean something for timings
+    elif _missing(row["ops"]) and math.isfinite(row["mean"]):
         row["ops"] = 1.0 / row["mean"] if row["mean"] > 0 else math.inf
     row["rounds"] = int(row.get("rounds") or 0)
     row.setdefault("data", None)
     if _missing(row.get("ci_low")) or _missing(row.get("ci_high")):
         row["ci_low"], row["ci_high"] = median_interval(row["median"], row["iqr"], row["rounds"])
-    row["higher_is_better"] = bool(row.get("higher_is_better", False))
+    higher = row.get("higher_is_better")
+    row["higher_is_better"] = (
+        higher_is_better_for(row["value_unit"]) if higher is None else bool(higher)
+    )
     if row.get("status") not in ("ok", "failed"):
         row["status"] = "ok" if math.isfinite(row["mean"]) else "failed"
     medians = row.get("run_medians")
@@ -223,229 +288,6 @@ def _normalize_row(row: dict[str, Any]) -> dict[str, Any]:
 
 def _missing(value: Any) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
-
-
-# --------------------------------------------------------------------- pytest-benchmark
-
-
-def _pytest_benchmark_major(doc: dict[str, Any], source: str) -> int:
-    version = doc.get("version")
-    if not isinstance(version, str):
-        raise BenchInputError(
-            f"{source}: a pytest-benchmark file needs a string 'version' (e.g. \"5.1.0\"), "
-            f"got {version!r}; write it with pytest-benchmark >= 3 (--benchmark-json)"
-        )
-    try:
-        major = int(version.split(".")[0])
-    except ValueError:
-        raise BenchInputError(
-            f"{source}: cannot read pytest-benchmark version {version!r}; expected 'X.Y.Z'"
-        ) from None
-    if major not in SUPPORTED_PYTEST_BENCHMARK:
-        raise BenchInputError(
-            f"{source}: written by pytest-benchmark {version}, but only versions "
-            f"{SUPPORTED_PYTEST_BENCHMARK[0]}-{SUPPORTED_PYTEST_BENCHMARK[-1]} are supported; "
-            "re-run the benchmarks with a supported pytest-benchmark (ci/requirements.txt pins one)"
-        )
-    return major
-
-
-def _from_pytest_benchmark(doc: dict[str, Any], source: str) -> pd.DataFrame:
-    _pytest_benchmark_major(doc, source)
-    benchmarks = doc["benchmarks"]
-    if not isinstance(benchmarks, list):
-        raise BenchInputError(
-            f"{source}: 'benchmarks' must be a list of benchmark entries, "
-            f"got {type(benchmarks).__name__}"
-        )
-    rows, seen = [], set()
-    for index, entry in enumerate(benchmarks):
-        where = f"{source}: benchmarks[{index}]"
-        if not isinstance(entry, dict):
-            raise BenchInputError(f"{where}: expected an object, got {type(entry).__name__}")
-        fullname = entry.get("fullname") or entry.get("name")
-        if not isinstance(fullname, str) or not fullname:
-            raise BenchInputError(f"{where}: expected a 'fullname' (or 'name') string")
-        if fullname in seen:
-            raise BenchInputError(
-                f"{where}: benchmark {fullname!r} appears twice; one file must hold one "
-                "run (merge repeats with rlpace.bench.results.merge_runs)"
-            )
-        seen.add(fullname)
-        stats = entry.get("stats")
-        row: dict[str, Any] = {
-            "fullname": fullname,
-            "name": entry.get("name") or fullname,
-            "group": entry.get("group"),
-            "params": entry.get("params"),
-            "extra_info": entry.get("extra_info") or {},
-        }
-        if stats is None:
-            row["status"] = "failed"
-        elif not isinstance(stats, dict):
-            raise BenchInputError(
-                f"{where} ({fullname}): 'stats' must be an object, got {type(stats).__name__}"
-            )
-        else:
-            row.update(_pytest_benchmark_stats(stats, where, fullname))
-        rows.append(row)
-    attrs = {
-        "format": "pytest-benchmark",
-        "format_version": doc["version"],
-        "machine_info": doc.get("machine_info") or {},
-        "commit_info": doc.get("commit_info") or {},
-        "datetime": doc.get("datetime"),
-    }
-    return results_from_records(rows, **attrs)
-
-
-def _pytest_benchmark_stats(stats: dict[str, Any], where: str, fullname: str) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    data = stats.get("data")
-    if data is not None:
-        if not isinstance(data, list) or not all(
-            isinstance(x, int | float) and not isinstance(x, bool) for x in data
-        ):
-            raise BenchInputError(
-                f"{where} ({fullname}): 'stats.data' must be a list of numbers (seconds per round)"
-            )
-        out["data"] = data
-    for key in (*_STAT_KEYS, "rounds"):
-        value = stats.get(key)
-        if value is None:
-            continue
-        if not isinstance(value, int | float) or isinstance(value, bool):
-            raise BenchInputError(
-                f"{where} ({fullname}): 'stats.{key}' must be a number, got {value!r}"
-            )
-        out[key] = value
-    if (
-        "iqr" not in out
-        and isinstance(stats.get("q1"), int | float)
-        and isinstance(stats.get("q3"), int | float)
-    ):
-        out["iqr"] = stats["q3"] - stats["q1"]
-    if data is None and "mean" not in out:
-        raise BenchInputError(
-            f"{where} ({fullname}): 'stats' has neither 'mean' nor raw 'data'; "
-            "the file is truncated or was not written by pytest-benchmark"
-        )
-    return out
-
-
-# ------------------------------------------------------------------------------- asv
-
-
-def _from_asv(doc: dict[str, Any], source: str, path: Path) -> pd.DataFrame:
-    version = doc.get("version")
-    if version != SUPPORTED_ASV_API:
-        raise BenchInputError(
-            f"{source}: asv result api version {version!r}, expected {SUPPORTED_ASV_API}; "
-            "upgrade the file with `asv update` (asv >= 0.5) and load it again"
-        )
-    columns, results = doc.get("result_columns"), doc.get("results")
-    if not isinstance(columns, list) or not isinstance(results, dict):
-        raise BenchInputError(
-            f"{source}: an asv result file needs a 'result_columns' list and a 'results' "
-            "object; the file is truncated or not an asv result file"
-        )
-    param_names = _asv_param_names(path)
-    rows = []
-    for bench, values in results.items():
-        if not isinstance(values, list):
-            raise BenchInputError(f"{source}: results[{bench!r}] must be a list")
-        entry = dict(zip(columns, values))
-        rows.extend(_asv_rows(bench, entry, param_names.get(bench), source))
-    machine = doc.get("params") or {}
-    attrs = {
-        "format": "asv",
-        "format_version": str(version),
-        "machine_info": {**machine, "python": doc.get("python"), "env_name": doc.get("env_name")},
-        "commit_info": {"id": doc.get("commit_hash")},
-        "datetime": _js_timestamp(doc.get("date")),
-    }
-    return results_from_records(rows, **attrs)
-
-
-def _asv_param_names(path: Path) -> dict[str, list[str]]:
-    """Parameter names live in ``results/benchmarks.json``, one folder above the file."""
-    candidate = path.parent.parent / "benchmarks.json"
-    try:
-        doc = json.loads(candidate.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return {
-        name: list(meta.get("param_names") or [])
-        for name, meta in doc.items()
-        if isinstance(meta, dict)
-    }
-
-
-def _asv_rows(
-    bench: str, entry: dict[str, Any], names: list[str] | None, source: str
-) -> list[dict[str, Any]]:
-    param_values = entry.get("params") or []
-    combos = list(itertools.product(*param_values)) if param_values else [()]
-    result = entry.get("result")
-    if result is None:
-        result = [None] * len(combos)
-    if not isinstance(result, list) or len(result) != len(combos):
-        raise BenchInputError(
-            f"{source}: results[{bench!r}]: {len(combos)} parameter combinations but "
-            f"{len(result) if isinstance(result, list) else result!r} results"
-        )
-
-    def column(key: str) -> list[Any]:
-        value = entry.get(key)
-        return value if isinstance(value, list) else [None] * len(combos)
-
-    samples, ci_a, ci_b = column("samples"), column("stats_ci_99_a"), column("stats_ci_99_b")
-    q25, q75, repeat = column("stats_q_25"), column("stats_q_75"), column("stats_repeat")
-    higher = bench.rsplit(".", 1)[-1].startswith("track_")
-    rows = []
-    for j, combo in enumerate(combos):
-        keys = (
-            names
-            if names and len(names) == len(combo)
-            else [f"param{i + 1}" for i in range(len(combo))]
-        )
-        params = {k: _asv_value(v) for k, v in zip(keys, combo)}
-        fullname = f"{bench}({', '.join(combo)})" if combo else bench
-        value = result[j]
-        row: dict[str, Any] = {
-            "fullname": fullname,
-            "name": fullname.rsplit(".", 1)[-1],
-            "group": bench.rsplit(".", 1)[0] if "." in bench else None,
-            "params": params or None,
-            "higher_is_better": higher,
-            "extra_info": {"asv_benchmark": bench},
-        }
-        if value is None or (isinstance(value, float) and math.isnan(value)):
-            row["status"] = "failed"
-            row["extra_info"]["asv_outcome"] = "failed" if value is None else "skipped"
-        elif samples[j]:
-            row["data"] = samples[j]
-        else:
-            row.update(median=value, mean=value, rounds=repeat[j] or 0)
-            if q25[j] is not None and q75[j] is not None:
-                row["iqr"] = q75[j] - q25[j]
-        if ci_a[j] is not None and ci_b[j] is not None and row.get("status") != "failed":
-            row["ci_low"], row["ci_high"] = float(ci_a[j]), float(ci_b[j])
-        rows.append(row)
-    return rows
-
-
-def _asv_value(text: str) -> Any:
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        return text
-
-
-def _js_timestamp(value: Any) -> str | None:
-    if not isinstance(value, int | float):
-        return None
-    return pd.Timestamp(value, unit="ms", tz="UTC").isoformat()
 
 
 # ------------------------------------------------------------------------------ merge
@@ -544,7 +386,16 @@ def _merge_rows(rows: list[pd.Series]) -> dict[str, Any]:
     first = rows[0]
     out: dict[str, Any] = {
         key: first[key]
-        for key in ("fullname", "name", "group", "params", "impl", "extra_info", "higher_is_better")
+        for key in (
+            "fullname",
+            "name",
+            "group",
+            "params",
+            "impl",
+            "extra_info",
+            "higher_is_better",
+            "value_unit",
+        )
     }
     if any(r["status"] == "failed" for r in rows):
         out["status"] = "failed"

@@ -1,4 +1,7 @@
-"""``rlpace-bench compare``: two result files → a rendered comparison.
+"""``rlpace-bench compare``: result files of two runs → a rendered comparison.
+
+Each side takes one or more files or globs; several files of one side are merged as
+repeated runs (so process-to-process noise is measured, not assumed).
 
 Example:
     >>> import argparse
@@ -6,25 +9,36 @@ Example:
     >>> add_arguments(parser)
     >>> args = parser.parse_args(["--head", "h.json", "--style", "seed", "--threshold", "3"])
     >>> args.head, args.base, args.style, args.threshold, args.fail_on_regression
-    ('h.json', None, 'seed', 3.0, False)
+    (['h.json'], None, 'seed', 3.0, False)
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
+import subprocess
 import sys
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TextIO
 
-from rlpace.bench.compare import compare_runs
+from rlpace.bench.compare import SINGLE_RUN_NOISE, Comparison, compare_runs
 from rlpace.bench.environment import require_compatible_runs
 from rlpace.bench.errors import BenchInputError
-from rlpace.bench.render import STYLES, render_report
-from rlpace.bench.results import load_results
+from rlpace.bench.render import STYLES, escape_markdown, render_report
+from rlpace.bench.result_tables import (
+    comparison_table,
+    filter_rows,
+    format_table,
+    load_side,
+    sort_rows,
+)
 
 NAME = "compare"
-HELP = "Compare a head result file against a base result file and render the report."
+HELP = "Compare head result files against base result files and render the report."
+FORMATS = ("markdown", "csv", "json")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -37,10 +51,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         'r.md'
     """
     parser.add_argument(
-        "--head", required=True, help="result file of the new run (pytest-benchmark JSON or asv)"
+        "--head",
+        required=True,
+        nargs="+",
+        help="result file(s) or glob(s) of the new run (pytest-benchmark JSON or asv); "
+        "several are merged as repeated runs",
     )
     parser.add_argument(
-        "--base", help="result file of the reference run; without it every benchmark is new"
+        "--base",
+        nargs="+",
+        help="result file(s) or glob(s) of the reference run; without it every benchmark is new",
     )
     parser.add_argument(
         "--style", choices=STYLES, default="rlpace", help="report style (default: rlpace)"
@@ -58,7 +78,46 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=0.05,
         help="false discovery rate of the tests (default: 0.05)",
     )
-    parser.add_argument("-o", "--output", help="write the markdown here instead of stdout")
+    parser.add_argument(
+        "--single-run-noise",
+        type=float,
+        default=SINGLE_RUN_NOISE * 100,
+        help="process noise in %% assumed for benchmarks with one run a side "
+        f"(default: {SINGLE_RUN_NOISE * 100:g}; 0 judges them on their rounds alone)",
+    )
+    parser.add_argument(
+        "--calibration",
+        help="an A/A calibration file (`rlpace-bench aa`): its per-benchmark noise judges "
+        "those benchmarks instead of the assumed single-run noise",
+    )
+    parser.add_argument("-k", dest="name_filter", help="only benchmarks whose name contains this")
+    parser.add_argument(
+        "--only-changed",
+        action="store_true",
+        help="only benchmarks flagged, new, removed or failed",
+    )
+    parser.add_argument(
+        "--sort", help="row order: name, fullname, group, verdict, change, ratio, head, base"
+    )
+    parser.add_argument(
+        "--group-by",
+        choices=("group",),
+        help="one section (markdown) or a leading column (csv/json) per benchmark group",
+    )
+    parser.add_argument(
+        "--columns",
+        help="comma-separated columns of a table (csv/json, or markdown as a plain table): "
+        "name, fullname, group, verdict, change, interval, noise, head, base, head_mean, "
+        "base_mean, ops, unit, note",
+    )
+    parser.add_argument(
+        "--format",
+        dest="fmt",
+        choices=FORMATS,
+        default="markdown",
+        help="markdown (the report; default), csv or json (a table)",
+    )
+    parser.add_argument("-o", "--output", help="write the output here instead of stdout")
     parser.add_argument(
         "--json", dest="json_path", help="also write the comparison as versioned JSON here"
     )
@@ -70,26 +129,82 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--fail-on-regression",
         action="store_true",
-        help="exit 1 when a benchmark worsened (by the statistical verdict, in both styles)",
+        help="exit 1 when a benchmark worsened (by the statistical verdict, in both styles), "
+        "or when head lost benchmarks that base measured (removed or failed)",
     )
+
+
+def _as_list(paths: Path | str | Sequence[Path | str] | None) -> list[Path | str]:
+    if paths is None:
+        return []
+    if isinstance(paths, str | Path):
+        return [paths]
+    return list(paths)
+
+
+_SHA = re.compile(r"^[0-9a-fA-F]{7,40}$")
+
+
+def _subject(commit: object) -> str | None:
+    """The commit's subject line from the git repository here, when it has the commit."""
+    if not isinstance(commit, str) or not _SHA.match(commit):
+        return None
+    try:
+        out = subprocess.run(
+            ["git", "log", "-1", "--format=%s", commit, "--"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def _with_subjects(comparison: Comparison) -> Comparison:
+    head, base = dict(comparison.head), dict(comparison.base)
+    for meta in (head, base):
+        if meta and not meta.get("subject"):
+            meta["subject"] = _subject(meta.get("commit"))
+    return replace(comparison, head=head, base=base)
+
+
+def _by_group(comparison: Comparison) -> dict[str, Comparison]:
+    groups: dict[str, list] = {}
+    for row in comparison.rows:
+        groups.setdefault(row.group or "(no group)", []).append(row)
+    # group names come from the files: escaped, they cannot format or ping in a heading
+    return {
+        escape_markdown(name): replace(comparison, rows=tuple(rows))
+        for name, rows in groups.items()
+    }
 
 
 def compare_files(
     *,
-    head: Path,
-    base: Path | None = None,
+    head: Path | str | Sequence[Path | str],
+    base: Path | str | Sequence[Path | str] | None = None,
     style: str = "rlpace",
     title: str = "",
     threshold: float = 5.0,
     alpha: float = 0.05,
+    single_run_noise: float = SINGLE_RUN_NOISE,
+    calibration: Path | None = None,
+    name_filter: str | None = None,
+    only_changed: bool = False,
+    sort: str | None = None,
+    group_by: str | None = None,
+    columns: Sequence[str] | None = None,
+    fmt: str = "markdown",
     output: Path | None = None,
     json_path: Path | None = None,
     fail_on_regression: bool = False,
     allow_env_mismatch: bool = False,
     stdout: TextIO | None = None,
 ) -> int:
-    """Load, compare, render and write; return the exit code (0, or 1 on a regression
-    when ``fail_on_regression``).
+    """Load, compare, render and write; return the exit code (0, or 1 when
+    ``fail_on_regression`` and something worsened or head lost benchmarks).
 
     Raises:
         BenchInputError: a file cannot be read or an option is invalid (exit 2).
@@ -102,22 +217,64 @@ def compare_files(
         ...
         rlpace.bench.errors.BenchInputError: missing.json: no such file; expected a pytest-benchmark JSON or asv result file
     """
-    head_df = load_results(head)
-    base_df = load_results(base) if base is not None else None
+    if fmt not in FORMATS:
+        raise BenchInputError(f"--format: expected one of {', '.join(FORMATS)}, got {fmt!r}")
+    head_df = load_side(_as_list(head))
+    base_paths = _as_list(base)
+    base_df = load_side(base_paths) if base_paths else None
     if base_df is not None:
         for diff in require_compatible_runs(
             head_df, base_df, allow_mismatch=allow_env_mismatch, require_metadata=False
         ):
             print(f"rlpace-bench: warning: environments differ: {diff}", file=sys.stderr)
-    comparison = compare_runs(head_df, base_df, threshold=threshold, alpha=alpha)
-    text = render_report(comparison, style=style, title=title)
+    noise = priors = None
+    if calibration is not None:
+        from rlpace.bench.calibration import read_calibration
+
+        calibrated = read_calibration(Path(calibration))
+        runs = min(int(df.attrs.get("runs") or 1) for df in (head_df, base_df) if df is not None)
+        noise, priors = calibrated.noise_fractions(runs), calibrated.process_priors()
+    comparison = compare_runs(
+        head_df,
+        base_df,
+        threshold=threshold,
+        alpha=alpha,
+        noise=noise,
+        process_priors=priors,
+        single_run_noise=single_run_noise,
+    )
+    comparison = _with_subjects(comparison)
+    shown = filter_rows(comparison.rows, name=name_filter, only_changed=only_changed)
+    shown = sort_rows(shown, sort)
+    if group_by == "group":
+        shown = sorted(shown, key=lambda r: r.group or "")
+    view = replace(comparison, rows=tuple(shown))
+    if fmt == "markdown" and columns is None:
+        text = render_report(
+            _by_group(view) if group_by == "group" and view.rows else view,
+            style=style,
+            title=title,
+        )
+    else:
+        wanted = list(columns) if columns else None
+        if group_by == "group" and wanted is not None and "group" not in wanted:
+            wanted.insert(0, "group")
+        header, cells = comparison_table(view.rows, wanted, raw=fmt != "markdown")
+        text = format_table(header, cells, fmt).rstrip("\n")
     if output is not None:
         _write(output, text + "\n")
     else:
         print(text, file=stdout or sys.stdout)
     if json_path is not None:
         _write(json_path, json.dumps(comparison.to_dict(), indent=2, allow_nan=False) + "\n")
-    return 1 if fail_on_regression and comparison.worsened else 0
+    if fail_on_regression and comparison.lost:
+        names = ", ".join(r.name for r in comparison.lost[:5])
+        print(
+            f"rlpace-bench: head lost {len(comparison.lost)} benchmark(s) that base measured "
+            f"(removed or failed): {names}",
+            file=sys.stderr,
+        )
+    return 1 if fail_on_regression and (comparison.worsened or comparison.lost) else 0
 
 
 def _write(path: Path, text: str) -> None:
@@ -142,12 +299,20 @@ def main(args: argparse.Namespace) -> int:
         rlpace.bench.errors.BenchInputError: missing.json: no such file; expected a pytest-benchmark JSON or asv result file
     """
     return compare_files(
-        head=Path(args.head),
-        base=Path(args.base) if args.base else None,
+        head=args.head,
+        base=args.base,
         style=args.style,
         title=args.title,
         threshold=args.threshold,
         alpha=args.alpha,
+        single_run_noise=args.single_run_noise / 100,
+        calibration=Path(args.calibration) if args.calibration else None,
+        name_filter=args.name_filter,
+        only_changed=args.only_changed,
+        sort=args.sort,
+        group_by=args.group_by,
+        columns=[c.strip() for c in args.columns.split(",") if c.strip()] if args.columns else None,
+        fmt=args.fmt,
         output=Path(args.output) if args.output else None,
         json_path=Path(args.json_path) if args.json_path else None,
         fail_on_regression=args.fail_on_regression,

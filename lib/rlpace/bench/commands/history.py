@@ -12,6 +12,7 @@ Example:
 from __future__ import annotations
 
 import argparse
+import importlib.util
 from pathlib import Path
 
 from rlpace.bench.errors import BenchInputError
@@ -55,6 +56,12 @@ def main(args: argparse.Namespace) -> int:
         ...
         rlpace.bench.errors.BenchInputError: expected an asv results directory at missing-results, found none; run `make asv` (or `asv run`) first, or pass --results DIR
     """
+    missing = [m for m in ("asv", "matplotlib") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise BenchInputError(
+            f"history needs {' and '.join(missing)}, which this environment lacks; "
+            'install the bench extra: pip install "rlpace[bench]"'
+        )
     if args.threshold <= 0:
         raise BenchInputError(
             f"--threshold: expected a relative change > 0 (0.1 = 10 %), got {args.threshold}"
@@ -64,12 +71,27 @@ def main(args: argparse.Namespace) -> int:
     else:
         results, repo = asv_paths(args.asv_config)
         repo = Path(args.repo) if args.repo else repo
-    report = history(
-        results_dir=results,
-        out_dir=args.out_dir,
-        threshold=args.threshold,
-        commit_order=git_commit_order(repo),
-    )
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    console = Console(stderr=True)
+    with Progress(
+        "reading asv results",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,
+    ) as bar:
+        task = bar.add_task("read", total=None)
+        report = history(
+            results_dir=results,
+            out_dir=args.out_dir,
+            threshold=args.threshold,
+            commit_order=git_commit_order(repo),
+            progress=lambda done, total: bar.update(task, completed=done, total=total),
+        )
     print(
         f"{len(report.series)} series read from {results}; "
         f"{len(report.changes)} step change(s) in {len(report.flagged)} benchmark(s)"
@@ -81,4 +103,6 @@ def main(args: argparse.Namespace) -> int:
         )
     for path in report.plots:
         print(f"plot: {path}")
+    if report.index is not None:
+        print(f"index: {report.index}")
     return 0

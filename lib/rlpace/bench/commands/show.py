@@ -1,26 +1,30 @@
-"""``rlpace-bench show FILE``: a quick look at one result file.
+"""``rlpace-bench show FILE...``: a quick look at result files.
+
+Several files (or globs) are merged as repeated runs of one side.
 
 Example:
     >>> import argparse
     >>> parser = argparse.ArgumentParser()
     >>> add_arguments(parser)
-    >>> parser.parse_args(["run.json"]).file
-    'run.json'
+    >>> parser.parse_args(["run.json"]).files
+    ['run.json']
 """
 
 from __future__ import annotations
 
 import argparse
-import math
+import fnmatch
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from rlpace.bench.render import format_ops, format_time
-from rlpace.bench.results import load_results
+from rlpace.bench.errors import BenchInputError
+from rlpace.bench.result_tables import SHOW_COLUMNS, format_table, load_side, results_table
 
 NAME = "show"
-HELP = "Print the benchmarks of one result file (pytest-benchmark JSON or asv)."
+HELP = "Print the benchmarks of result files (pytest-benchmark JSON or asv)."
+_SORTS = ("name", "fullname", "group", "median", "mean", "min", "max", "stddev", "rounds", "ops")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,17 +33,37 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     Example:
         >>> parser = argparse.ArgumentParser()
         >>> add_arguments(parser)
-        >>> parser.parse_args(["r.json"]).file
-        'r.json'
+        >>> parser.parse_args(["r.json", "--sort", "median", "--format", "csv"]).sort
+        'median'
     """
-    parser.add_argument("file", help="the result file")
+    parser.add_argument("files", nargs="+", help="result file(s) or glob(s), merged as runs")
+    parser.add_argument("-k", dest="name_filter", help="only benchmarks whose name contains this")
+    parser.add_argument("--sort", help=f"row order: {', '.join(_SORTS)} (a leading '-' reverses)")
+    parser.add_argument("--columns", help=f"comma-separated columns: {', '.join(SHOW_COLUMNS)}")
+    parser.add_argument("--group-by", choices=("group",), help="order the rows by benchmark group")
+    parser.add_argument(
+        "--format",
+        dest="fmt",
+        choices=("text", "markdown", "csv", "json"),
+        default="text",
+        help="output format (default: aligned text)",
+    )
 
 
-def show_file(*, path: Path, stdout: TextIO | None = None) -> int:
+def show_file(
+    *,
+    path: Path | str | Sequence[Path | str],
+    name_filter: str | None = None,
+    sort: str | None = None,
+    columns: Sequence[str] | None = None,
+    group_by: str | None = None,
+    fmt: str = "text",
+    stdout: TextIO | None = None,
+) -> int:
     """Print a header (format, commit, machine) and one line per benchmark; return 0.
 
     Raises:
-        BenchInputError: the file cannot be read (exit 2).
+        BenchInputError: a file cannot be read or an option is invalid (exit 2).
 
     Example:
         >>> show_file(path=Path("missing.json"))
@@ -48,37 +72,40 @@ def show_file(*, path: Path, stdout: TextIO | None = None) -> int:
         rlpace.bench.errors.BenchInputError: missing.json: no such file; expected a pytest-benchmark JSON or asv result file
     """
     out = stdout or sys.stdout
-    df = load_results(path)
-    attrs = df.attrs
-    commit = (attrs.get("commit_info") or {}).get("id") or "unknown commit"
-    machine = attrs.get("machine_info") or {}
-    where = machine.get("node") or machine.get("machine") or "unknown machine"
-    print(
-        f"{path}: {attrs['format']} {attrs['format_version']}, {len(df)} benchmarks, "
-        f"commit {str(commit)[:12]}, {where}, {attrs.get('datetime') or 'no date'}",
-        file=out,
-    )
-    header = ("name", "median", "mean ± stddev", "ops", "rounds", "status")
-    lines = [header]
-    for _, row in df.iterrows():
-        spread = (
-            f"{format_time(row['mean'])} ± {format_time(row['stddev'])}"
-            if math.isfinite(row["stddev"])
-            else format_time(row["mean"])
-        )
-        lines.append(
-            (
-                str(row["name"]),
-                format_time(row["median"]),
-                spread,
-                format_ops(row["ops"]),
-                str(row["rounds"]),
-                row["status"],
+    paths = [path] if isinstance(path, str | Path) else list(path)
+    df = load_side(paths)
+    if name_filter:
+        keep = df["fullname"].map(lambda n: name_filter in n or fnmatch.fnmatchcase(n, name_filter))
+        df = df[keep.astype(bool)]
+    keys = []
+    if group_by == "group":
+        keys.append("group")
+    if sort:
+        key = sort.lstrip("-")
+        if key not in _SORTS:
+            raise BenchInputError(
+                f"--sort: expected one of {', '.join(_SORTS)} (a leading '-' reverses), "
+                f"got {sort!r}"
             )
+        keys.append(key)
+    if keys:
+        df = df.sort_values(
+            keys, ascending=not sort or not sort.startswith("-"), na_position="last"
         )
-    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
-    for line in lines:
-        print("  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip(), file=out)
+    header, rows = results_table(df, columns, raw=fmt in ("csv", "json"))
+    if fmt == "text":
+        attrs = df.attrs
+        commit = (attrs.get("commit_info") or {}).get("id") or "unknown commit"
+        machine = attrs.get("machine_info") or {}
+        where = machine.get("node") or machine.get("machine") or "unknown machine"
+        runs = f", {attrs['runs']} runs merged" if attrs.get("runs") else ""
+        print(
+            f"{', '.join(map(str, paths))}: {attrs['format']} {attrs['format_version']}, "
+            f"{len(df)} benchmarks{runs}, commit {str(commit)[:12]}, {where}, "
+            f"{attrs.get('datetime') or 'no date'}",
+            file=out,
+        )
+    print(format_table(header, rows, fmt).rstrip("\n"), file=out)
     return 0
 
 
@@ -93,4 +120,11 @@ def main(args: argparse.Namespace) -> int:
         ...
         rlpace.bench.errors.BenchInputError: missing.json: no such file; expected a pytest-benchmark JSON or asv result file
     """
-    return show_file(path=Path(args.file))
+    return show_file(
+        path=args.files,
+        name_filter=args.name_filter,
+        sort=args.sort,
+        columns=[c.strip() for c in args.columns.split(",") if c.strip()] if args.columns else None,
+        group_by=args.group_by,
+        fmt=args.fmt,
+    )
