@@ -18,11 +18,11 @@ from rlpace.bench.errors import BenchInputError
 from rlpace.bench.pipeline import (
     PipelineConfig,
     PipelineError,
-    abba_schedule,
     checkout_base,
     prepare_base_python,
     requirements_hash,
 )
+from rlpace.bench.runner import abba_schedule
 from rlpace.bench.stats import binomial_upper_bound
 
 SUITE_PLUGIN = Path(__file__).resolve().parents[1] / "benchmarks" / "conftest.py"
@@ -268,6 +268,26 @@ def test_pr_flags_the_slowed_case_and_only_it(tiny_repo, tmp_path, monkeypatch, 
         "was flagged again the same way and stands." in comment
     )
     assert "| Confirmed |" in comment
+    # `compare` on the same runs, with the same calibration and settings, is judged by
+    # the same judge: every figure and the verdict before confirmation are pr's
+    runs = tmp_path / "cache" / "runs" / "cpu"
+    again = tmp_path / "compare.json"
+    code = cli_main(
+        ["compare", "--head", str(runs / "head-0.json"), str(runs / "head-1.json")]
+        + ["--base", str(runs / "base-0.json"), str(runs / "base-1.json")]
+        + ["--threshold", "25", "--calibration", "reports/calibration/cpu.json"]
+        + ["--json", str(again), "-o", str(tmp_path / "compare.md")]
+    )
+    assert code == 0
+    compared = {r["fullname"]: r for r in json.loads(again.read_text())["rows"]}
+    assert set(compared) == {r["fullname"] for r in data["rows"]}
+    for row in data["rows"]:
+        first_verdict = "worsened" if row["confirmed"] is not None else row["verdict"]
+        same = compared[row["fullname"]]
+        assert same["verdict"] == first_verdict, row["fullname"]
+        for key in ("median_change_pct", "noise_pct", "run_noise_pct", "q_value", "mdc_pct"):
+            assert same[key] == row[key], (row["fullname"], key)
+    assert json.loads(again.read_text())["calibration"]["pool"] == 12
 
 
 def test_a_flag_the_confirmation_does_not_repeat_is_noise(tmp_path, monkeypatch, capsys):
