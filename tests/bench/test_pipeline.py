@@ -85,6 +85,39 @@ def _tiny_repo(tmp_path: Path, head_body: str) -> Path:
     return repo
 
 
+def test_a_duet_runs_both_sides_of_a_repeat_at_once_on_cores_of_their_own():
+    import os
+    import threading
+    import time
+
+    from rlpace.bench.pipeline import _outcomes
+    from rlpace.bench.runner import RunOutcome
+
+    running, most, pins = set(), [0], []
+    lock = threading.Lock()
+
+    def one(k, side, cpu=None):
+        with lock:
+            running.add((k, side))
+            most[0] = max(most[0], len(running))
+            pins.append((k, side, cpu))
+        time.sleep(0.05)
+        with lock:
+            running.discard((k, side))
+        return RunOutcome(0, Path(f"{side}-{k}.json"), 1)
+
+    got = [(k, side) for k, side, _ in _outcomes(one, 2, duet=True)]
+    assert got == [(0, "base"), (0, "head"), (1, "head"), (1, "base")]
+    assert most[0] == 2  # the two sides of a repeat overlapped
+    if len(os.sched_getaffinity(0)) >= 2:
+        cpus = {(k, side): cpu for k, side, cpu in pins}
+        assert cpus[(0, "base")] == cpus[(1, "head")] != cpus[(0, "head")] == cpus[(1, "base")]
+    # not a duet: one at a time, ABBA, unpinned
+    pins.clear()
+    assert [(k, s) for k, s, _ in _outcomes(one, 2, duet=False)] == got
+    assert {cpu for *_, cpu in pins} == {None}
+
+
 def test_abba_order_alternates_which_side_goes_first():
     assert abba_schedule(4) == [
         (0, "base"), (0, "head"), (1, "head"), (1, "base"),

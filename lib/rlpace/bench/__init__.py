@@ -4,9 +4,13 @@ Data flows one way: result files → results table → comparison → rendered r
 sink (file, stdout, GitHub). This package never imports the RL packages, and they
 never import it.
 
-The names below are its public face; each is imported from its module on first use,
-so ``import rlpace.bench`` stays light (no pandas, scipy or torch until needed). The
-modules (:mod:`rlpace.bench.results`, :mod:`rlpace.bench.judge`, ...) hold the rest.
+Its public face is ``PUBLIC_NAMES``, sixteen names a user reaches for first
+(:class:`~rlpace.bench.judge.Judge`, :func:`~rlpace.bench.results.load_results`,
+:func:`~rlpace.bench.compare.compare_runs`, :func:`~rlpace.bench.pipeline.run_pr`,
+...); each is imported from its module on first use, so ``import rlpace.bench``
+stays light (no pandas, scipy or torch until needed). They are documented once, in
+their modules: the package re-exports them by name and keeps no ``__all__``, so the
+API reference has one target per name.
 
 Example:
     >>> import rlpace.bench as bench
@@ -20,21 +24,10 @@ Example:
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:  # pragma: no cover
-    from rlpace.bench.calibration import Calibration, read_calibration
-    from rlpace.bench.compare import BenchmarkChange, Comparison, Verdict, compare_runs
-    from rlpace.bench.judge import Judge, NoiseModel
-    from rlpace.bench.pipeline import PipelineConfig, run_pr
-    from rlpace.bench.render import render_report
-    from rlpace.bench.results import load_results, merge_runs, results_from_records
-    from rlpace.bench.runner import RunSettings
-    from rlpace.bench.suite import Timed, case
-
-_HOMES = {
+PUBLIC_NAMES = {
     "BenchmarkChange": "rlpace.bench.compare",
-    "Calibration": "rlpace.bench.calibration",
     "Comparison": "rlpace.bench.compare",
     "Judge": "rlpace.bench.judge",
     "NoiseModel": "rlpace.bench.judge",
@@ -51,32 +44,12 @@ _HOMES = {
     "results_from_records": "rlpace.bench.results",
     "run_pr": "rlpace.bench.pipeline",
 }
-"""Each public name and the module that defines it."""
-
-__all__ = [
-    "BenchmarkChange",
-    "Calibration",
-    "Comparison",
-    "Judge",
-    "NoiseModel",
-    "PipelineConfig",
-    "RunSettings",
-    "Timed",
-    "Verdict",
-    "case",
-    "compare_runs",
-    "load_results",
-    "merge_runs",
-    "read_calibration",
-    "render_report",
-    "results_from_records",
-    "run_pr",
-]
+"""The public face: each name ``rlpace.bench`` offers, and the module that defines it."""
 
 
 def __getattr__(name: str) -> Any:
     """Import a public name from its module on first use (PEP 562)."""
-    home = _HOMES.get(name)
+    home = PUBLIC_NAMES.get(name)
     if home is None:
         raise AttributeError(f"module 'rlpace.bench' has no attribute {name!r}")
     value = getattr(importlib.import_module(home), name)
@@ -85,4 +58,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+    return sorted({*globals(), *PUBLIC_NAMES})

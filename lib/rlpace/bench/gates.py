@@ -42,6 +42,7 @@ __all__ = [
     "log_pct_from_better_pct",
     "log_pct_from_time_pct",
     "noise_gate",
+    "paired_change",
     "process_prior",
     "scale_gate_fraction",
 ]
@@ -311,3 +312,59 @@ def detectable_change(
     low = max(low for low, _ in stages)
     high = low + 10 * max(spread for _, spread in stages) + 1e-9
     return float(brentq(shortfall, low, high)) if shortfall(low) < 0 else low
+
+
+def paired_change(
+    head_medians: Sequence[float],
+    base_medians: Sequence[float],
+    *,
+    alpha: float = 0.05,
+    family_size: int = 1,
+    power: float = DETECTION_POWER,
+) -> tuple[float, float, float]:
+    """The change of a duet, judged pair by pair: run ``k`` of head and run ``k`` of base
+    ran at the same time, so the log ratio of each pair keeps little of the load both
+    met, and the pairs' spread is what a change must beat.
+
+    Args:
+        head_medians: each head run's median (seconds), in repeat order.
+        base_medians: each base run's median, the same repeats.
+        alpha: family error rate, shared (Bonferroni) over ``family_size`` benchmarks.
+        family_size: benchmarks judged this way together.
+        power: the power the detectable change is stated at.
+
+    Returns:
+        ``(change, gate, detectable)`` as log changes × 100 (positive: head slower):
+        the mean log ratio, the half-width of its Student-t interval at level
+        ``1 − alpha / (2 × family_size)`` on ``pairs − 1`` degrees of freedom, and the
+        smallest true change beyond that gate with probability ``power``. NaN with
+        fewer than two usable pairs.
+
+    Example:
+        >>> change, gate, mdc = paired_change([1.10, 1.32, 1.21, 0.99], [1.0, 1.2, 1.1, 0.9])
+        >>> round(change, 2), round(gate, 2), round(mdc, 2)
+        (9.53, 0.0, 0.0)
+        >>> [round(x, 2) for x in paired_change([1.1, 1.3, 1.2], [1.0, 1.2, 1.1])]
+        [8.75, 1.9, 2.73]
+    """
+    from scipy.stats import t as student_t
+
+    if len(head_medians) != len(base_medians):
+        raise BenchInputError(
+            f"paired_change: expected one base run per head run, got {len(head_medians)} "
+            f"head and {len(base_medians)} base runs; fix: pass the runs of a duet, pair by pair"
+        )
+    logs = [
+        math.log(h / b) * 100
+        for h, b in zip(head_medians, base_medians)
+        if math.isfinite(h) and math.isfinite(b) and h > 0 and b > 0
+    ]
+    if len(logs) < 2:
+        return math.nan, math.nan, math.nan
+    n = len(logs)
+    mean = sum(logs) / n
+    sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / (n - 1))
+    level = 1 - alpha / (2 * max(family_size, 1))
+    gate = float(student_t.ppf(level, n - 1)) * sd / math.sqrt(n)
+    detectable = gate + float(student_t.ppf(power, n - 1)) * sd / math.sqrt(n)
+    return mean, gate, detectable

@@ -205,6 +205,11 @@ def pytest_args(
     return args
 
 
+_PINNED = "import os, sys; os.sched_setaffinity(0, {int(sys.argv[1])}); os.execv(sys.argv[2], sys.argv[2:])"
+"""A launcher that pins itself to one CPU and becomes the given command (children inherit
+the affinity); no ``preexec_fn``, which is unsafe when a duet starts runs from threads."""
+
+
 def suite_present(tree: Path | str) -> bool:
     """Whether ``tree`` holds a benchmark suite (:data:`SUITE_DIR`).
 
@@ -266,6 +271,7 @@ def run(
     quiet: bool = False,
     select: Sequence[str] = (),
     environ: Mapping[str, str] | None = None,
+    cpu: int | None = None,
 ) -> RunOutcome:
     """Run one benchmark set in a fresh pytest process and save its results.
 
@@ -283,6 +289,8 @@ def run(
         environ: extra environment variables of this run's process only (a side's
             ``PYTHONPATH``, an injected slow-down), on top of this process's
             environment; ``os.environ`` itself is never changed.
+        cpu: pin the run's process, and every process it starts, to this CPU (a duet
+            runs base and head at the same time, one per core); None: not pinned.
 
     Returns:
         The exit status, the output file and how many results it holds.
@@ -312,8 +320,11 @@ def run(
         keyword=keyword,
         paths=tuple(select) or (str(SUITE_DIR),),
     )
+    command = [python, "-m", "pytest", *args]
+    if cpu is not None:
+        command = [python, "-c", _PINNED, str(cpu), *command]
     proc = subprocess.run(
-        [python, "-m", "pytest", *args],
+        command,
         cwd=root,
         env=stable_environ({**os.environ, **(environ or {})}, settings),
         capture_output=quiet,
