@@ -493,12 +493,12 @@ def read_calibration(path: Path) -> Calibration:
         >>> read_calibration(Path("missing.json"))
         Traceback (most recent call last):
         ...
-        rlpace.bench.errors.BenchInputError: missing.json: expected a calibration file from `rlpace-bench aa`, found no file. Fix: run `rlpace-bench aa` or drop --noise
+        rlpace.bench.errors.BenchInputError: missing.json: expected a calibration file from `rlpace-bench aa`, found no file. Fix: run `rlpace-bench aa`, or drop --noise (pr) or --calibration (compare)
     """
     if not path.is_file():
         raise BenchInputError(
             f"{path}: expected a calibration file from `rlpace-bench aa`, found no file. "
-            "Fix: run `rlpace-bench aa` or drop --noise"
+            "Fix: run `rlpace-bench aa`, or drop --noise (pr) or --calibration (compare)"
         )
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
