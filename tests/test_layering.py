@@ -68,3 +68,68 @@ def test_import_does_not_touch_multiprocessing_start_method() -> None:
         env={"PYTHONPATH": str(LIB.parent), "PATH": "/usr/bin:/bin"},
     )
     assert out.stdout.strip() == "None"
+
+
+def _bench_component(module: str) -> str | None:
+    """``rlpace.bench.calibration._pool`` → ``calibration``: a module of ``bench`` or the
+    subpackage it belongs to (a subpackage is one component); None outside ``bench``."""
+    parts = module.split(".")
+    if parts[:2] != ["rlpace", "bench"] or len(parts) < 3:
+        return None
+    return parts[2]
+
+
+def _runtime_imports(path: Path) -> set[str]:
+    """Every ``rlpace`` module ``path`` imports when it runs, at any depth of the code
+    (imports inside functions count; those under ``if TYPE_CHECKING:`` do not)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    skipped: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skipped |= {id(n) for child in node.body for n in ast.walk(child)}
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+    return {name for name in found if name.startswith("rlpace.")}
+
+
+def test_bench_modules_import_each_other_without_a_cycle() -> None:
+    from graphlib import CycleError, TopologicalSorter
+
+    graph: dict[str, set[str]] = {}
+    for path in sorted((LIB / "bench").rglob("*.py")):
+        parts = path.relative_to(LIB / "bench").with_suffix("").parts
+        if parts in (("__init__",), ("__main__",)):
+            continue  # the package's public face imports lazily; __main__ is the CLI
+        me = parts[0]
+        deps = {_bench_component(m) for m in _runtime_imports(path)} - {None, me}
+        graph.setdefault(me, set()).update(d for d in deps if d is not None)
+    try:
+        order = list(TopologicalSorter(graph).static_order())
+    except CycleError as exc:
+        pytest.fail(f"an import cycle inside rlpace.bench: {' -> '.join(exc.args[1])}")
+    assert order.index("judge") < order.index("calibration") < order.index("pipeline")
+
+
+def test_importing_bench_stays_light() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, rlpace.bench as b\n"
+        "print(sorted(m for m in ('torch', 'pandas', 'scipy') if m in sys.modules))\n"
+        "print(b.Judge.__module__, len(b.PUBLIC_NAMES))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PYTHONPATH": str(LIB.parent), "PATH": "/usr/bin:/bin"},
+    )
+    assert out.stdout.split("\n")[:2] == ["[]", "rlpace.bench.judge 16"]

@@ -11,16 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from rlpace.bench.calibration import (
-    Calibration,
-    CalibrationConfig,
-    format_calibration,
-    noise_gate,
-    read_calibration,
-)
+from rlpace.bench.calibration import Calibration, CalibrationConfig, read_calibration
 from rlpace.bench.cli import main as cli_main
 from rlpace.bench.compare import compare_runs
 from rlpace.bench.errors import BenchInputError
+from rlpace.bench.gates import detectable_change, noise_gate
+from rlpace.bench.render_calibration import format_calibration
 from rlpace.bench.results import load_results, merge_runs
 
 SUITE_PLUGIN = Path(__file__).resolve().parents[1] / "benchmarks" / "conftest.py"
@@ -342,16 +338,18 @@ def test_a_held_out_gate_does_not_see_the_judged_runs_through_other_comparisons(
 
 
 def test_held_out_comparisons_share_no_runs_with_the_gate_they_are_judged_by():
-    from rlpace.bench.calibration import _sharing
+    from rlpace.bench.calibration._analysis import PoolDraws
 
-    draws = [((0, 1), (2, 3)), ((4, 5), (6, 7)), ((1, 8), (9, 4)), ((10, 11), (12, 13))]
-    assert _sharing(draws, 0) == {0, 2} and _sharing(draws, 1) == {1, 2}
-    assert _sharing(draws, 2) == {0, 1, 2} and _sharing(draws, 3) == {3}
+    pairs = (((0, 1), (2, 3)), ((4, 5), (6, 7)), ((1, 8), (9, 4)), ((10, 11), (12, 13)))
+    draws = PoolDraws(pairs, tuple(((), ()) for _ in pairs))
+    assert draws.sharing(0) == {0, 2} and draws.sharing(1) == {1, 2}
+    assert draws.sharing(2) == {0, 1, 2} and draws.sharing(3) == {3}
+    # a confirmation's runs count as the comparison's own: whoever used them shares
+    confirmed = PoolDraws(pairs, (((12,), (13,)), *(((), ()),) * 3))
+    assert confirmed.sharing(0) == {0, 2, 3}
 
 
 def test_detectable_change_clears_gate_and_threshold_and_refuses_a_bad_power():
-    from rlpace.bench.calibration import detectable_change
-
     # the gate binds above the threshold, the threshold below it
     assert math.isclose(detectable_change(8.0, 2.0, power=0.5), 8.0)
     assert math.isclose(detectable_change(3.0, 2.0, threshold=5.0, power=0.5), 5.0)
@@ -362,8 +360,6 @@ def test_detectable_change_clears_gate_and_threshold_and_refuses_a_bad_power():
 
 def test_a_confirmation_stage_is_part_of_the_detectable_change():
     from scipy.stats import norm
-
-    from rlpace.bench.calibration import detectable_change
 
     one = detectable_change(8.0, 2.0, power=0.9)
     both = detectable_change(8.0, 2.0, power=0.9, confirm=(6.0, 2.0))

@@ -129,7 +129,10 @@ def test_console_script_compare_exit_code():
 def test_compare_with_a_calibration_uses_its_noise_instead_of_the_assumed_one(tmp_path, capsys):
     from rlpace.bench.calibration import BenchmarkNoise, Calibration, write_calibration
 
-    name = "fixture_benchmarks.py::test_sum_range[torchrl-100]"  # +7.0% in the fixture
+    # the only row that moves ~7% at the median is a torchrl twin: a negative control,
+    # which the judge never flags when both sides pin the same packages, so this checks
+    # the gate the calibration sets rather than a verdict
+    name = "fixture_benchmarks.py::test_sum_range[torchrl-100]"
     bench = BenchmarkNoise(name, 2, (1.0, -1.0), 0, 1.0, 4.0, 7.0, 2.0)
     cal = Calibration("cpu", 2, 2, 8, 5.0, 0.05, 0.05, 0.0, 0.0, (bench,))
     path, _ = write_calibration(cal, tmp_path)
@@ -137,11 +140,12 @@ def test_compare_with_a_calibration_uses_its_noise_instead_of_the_assumed_one(tm
     args = ["compare", "--head", HEAD, "--base", BASE, "--json", str(js)]
     assert main(args) == 0
     rows = {r["fullname"]: r for r in json.loads(js.read_text())["rows"]}
-    assert rows[name]["verdict"] == "unchanged" and rows[name]["assumed_noise_pct"] == 10.0
+    assert rows[name]["assumed_noise_pct"] == 10.0 and rows[name]["noise_pct"] >= 10.0
     assert main([*args, "--calibration", str(path)]) == 0
     rows = {r["fullname"]: r for r in json.loads(js.read_text())["rows"]}
-    assert rows[name]["verdict"] == "improved"  # its calibrated noise (~5.5%) is smaller
     assert rows[name]["assumed_noise_pct"] is None
+    assert rows[name]["noise_pct"] < 7.0  # its calibrated noise, below its +7% change
+    assert rows[name]["verdict"] == "unchanged"  # a control: reported, never flagged
     capsys.readouterr()
 
 

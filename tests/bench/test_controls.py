@@ -139,7 +139,7 @@ def test_floor_travels_in_the_json_and_the_rlpace_summary_line():
 
 
 def test_a_control_is_never_flagged_when_both_sides_pin_the_same_packages():
-    from rlpace.bench.pipeline import judge_runs
+    from rlpace.bench.judge import Judge
 
     rng = np.random.default_rng(5)
     names = {f"t::case[torchrl-{i}]": ("torchrl", 1.0) for i in range(6)}
@@ -147,12 +147,12 @@ def test_a_control_is_never_flagged_when_both_sides_pin_the_same_packages():
     base = table(rng, names)
     # one twin's head run is 40% slower: pinned code cannot have changed, so it is noise
     head = table(rng, {**names, "t::case[torchrl-0]": ("torchrl", 1.4)})
-    as_pr = {r.fullname: r for r in judge_runs(head, base).rows}
+    as_pr = {r.fullname: r for r in Judge().judge(head, base).rows}
     twin = as_pr["t::case[torchrl-0]"]
     assert twin.verdict is Verdict.UNCHANGED and "negative control" in twin.note
     assert twin.median_change_pct < -25  # its figures are still there
     # with other pins on the base side the controls may really have changed: judged
-    other_pins = {r.fullname: r for r in judge_runs(head, base, same_packages=False).rows}
+    other_pins = {r.fullname: r for r in Judge(same_packages=False).judge(head, base).rows}
     assert other_pins["t::case[torchrl-0]"].verdict is Verdict.WORSENED
     assert compare_runs(head, base, fixed_impl="torchrl").rows[0].verdict is Verdict.UNCHANGED
     assert compare_runs(head, base).rows[0].verdict is Verdict.WORSENED

@@ -18,11 +18,11 @@ from rlpace.bench.errors import BenchInputError
 from rlpace.bench.pipeline import (
     PipelineConfig,
     PipelineError,
-    abba_schedule,
     checkout_base,
     prepare_base_python,
     requirements_hash,
 )
+from rlpace.bench.runner import abba_schedule
 from rlpace.bench.stats import binomial_upper_bound
 
 SUITE_PLUGIN = Path(__file__).resolve().parents[1] / "benchmarks" / "conftest.py"
@@ -83,6 +83,39 @@ def _tiny_repo(tmp_path: Path, head_body: str) -> Path:
     (repo / "lib" / "tinyprobe.py").write_text("WHO = 'head'\n")
     _git(repo, "commit", "-qam", "head: slow test_touched down on purpose")
     return repo
+
+
+def test_a_duet_runs_both_sides_of_a_repeat_at_once_on_cores_of_their_own():
+    import os
+    import threading
+    import time
+
+    from rlpace.bench.pipeline import _outcomes
+    from rlpace.bench.runner import RunOutcome
+
+    running, most, pins = set(), [0], []
+    lock = threading.Lock()
+
+    def one(k, side, cpu=None):
+        with lock:
+            running.add((k, side))
+            most[0] = max(most[0], len(running))
+            pins.append((k, side, cpu))
+        time.sleep(0.05)
+        with lock:
+            running.discard((k, side))
+        return RunOutcome(0, Path(f"{side}-{k}.json"), 1)
+
+    got = [(k, side) for k, side, _ in _outcomes(one, 2, duet=True)]
+    assert got == [(0, "base"), (0, "head"), (1, "head"), (1, "base")]
+    assert most[0] == 2  # the two sides of a repeat overlapped
+    if len(os.sched_getaffinity(0)) >= 2:
+        cpus = {(k, side): cpu for k, side, cpu in pins}
+        assert cpus[(0, "base")] == cpus[(1, "head")] != cpus[(0, "head")] == cpus[(1, "base")]
+    # not a duet: one at a time, ABBA, unpinned
+    pins.clear()
+    assert [(k, s) for k, s, _ in _outcomes(one, 2, duet=False)] == got
+    assert {cpu for *_, cpu in pins} == {None}
 
 
 def test_abba_order_alternates_which_side_goes_first():
@@ -268,6 +301,26 @@ def test_pr_flags_the_slowed_case_and_only_it(tiny_repo, tmp_path, monkeypatch, 
         "was flagged again the same way and stands." in comment
     )
     assert "| Confirmed |" in comment
+    # `compare` on the same runs, with the same calibration and settings, is judged by
+    # the same judge: every figure and the verdict before confirmation are pr's
+    runs = tmp_path / "cache" / "runs" / "cpu"
+    again = tmp_path / "compare.json"
+    code = cli_main(
+        ["compare", "--head", str(runs / "head-0.json"), str(runs / "head-1.json")]
+        + ["--base", str(runs / "base-0.json"), str(runs / "base-1.json")]
+        + ["--threshold", "25", "--calibration", "reports/calibration/cpu.json"]
+        + ["--json", str(again), "-o", str(tmp_path / "compare.md")]
+    )
+    assert code == 0
+    compared = {r["fullname"]: r for r in json.loads(again.read_text())["rows"]}
+    assert set(compared) == {r["fullname"] for r in data["rows"]}
+    for row in data["rows"]:
+        first_verdict = "worsened" if row["confirmed"] is not None else row["verdict"]
+        same = compared[row["fullname"]]
+        assert same["verdict"] == first_verdict, row["fullname"]
+        for key in ("median_change_pct", "noise_pct", "run_noise_pct", "q_value", "mdc_pct"):
+            assert same[key] == row[key], (row["fullname"], key)
+    assert json.loads(again.read_text())["calibration"]["pool"] == 12
 
 
 def test_a_flag_the_confirmation_does_not_repeat_is_noise(tmp_path, monkeypatch, capsys):

@@ -18,7 +18,7 @@ import torch
 from rlpace.bench.cli import main
 from rlpace.bench.errors import BenchInputError
 from rlpace.bench.results import load_results
-from rlpace.bench.runner import RunSettings, pytest_args, run, stable_environ
+from rlpace.bench.runner import RunSettings, abba_schedule, pytest_args, run, stable_environ
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -49,6 +49,8 @@ def test_probe(impl, n):
                 "omp": os.environ.get("OMP_NUM_THREADS"),
                 "mkl": os.environ.get("MKL_NUM_THREADS"),
                 "gc_enabled_while_timing": sorted(seen["gc_enabled"]),
+                "affinity": sorted(os.sched_getaffinity(0)),
+                "side": os.environ.get("RLPACE_TEST_SIDE"),
             }, fh)
 
     return Timed(fn, teardown=teardown, items=n, unit="numbers", extra_info={"note": "probe"})
@@ -307,3 +309,37 @@ def test_older_plugin_runs_and_a_timed_out_case_fails_without_losing_the_others(
         "test_probe[rlpace-8]",
         "test_probe[torchrl-8]",
     }
+
+
+def test_a_run_gets_its_environment_explicitly_and_can_be_pinned_to_a_cpu(
+    suite_root, tmp_path, monkeypatch
+):
+    import os
+
+    root, probe = suite_root
+    monkeypatch.delenv("RLPACE_TEST_SIDE", raising=False)
+    cpu = max(os.sched_getaffinity(0))
+    outcome = run(
+        output=tmp_path / "one.json",
+        keyword="probe and rlpace",
+        settings=RunSettings(max_time=0.01, min_rounds=1),
+        root=root,
+        quiet=True,
+        environ={"RLPACE_TEST_SIDE": "head"},
+        cpu=cpu,
+    )
+    assert outcome.ok and outcome.benchmarks == 1
+    seen = json.loads(probe.read_text())
+    assert seen["side"] == "head" and seen["affinity"] == [cpu]
+    assert "RLPACE_TEST_SIDE" not in os.environ  # this process's environment is untouched
+
+
+def test_every_interleaved_schedule_is_one_abba_order():
+    assert abba_schedule(4) == [
+        (0, "base"), (0, "head"), (1, "head"), (1, "base"),
+        (2, "base"), (2, "head"), (3, "head"), (3, "base"),
+    ]  # fmt: skip
+    # the A/A pools: unequal counts, the shorter side stops, the order still alternates
+    assert abba_schedule({"clean": 4, "slow": 2}, ("clean", "slow")) == [
+        (0, "clean"), (0, "slow"), (1, "slow"), (1, "clean"), (2, "clean"), (3, "clean"),
+    ]  # fmt: skip

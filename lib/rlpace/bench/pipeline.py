@@ -6,29 +6,34 @@ Steps, for each benchmark set:
    give it a Python environment (cached by a hash of its pinned requirements, see
    :func:`prepare_base_python`);
 2. run the set ``repeats`` times per side, interleaved base/head then head/base
-   (ABBA...), each run a fresh pytest process through :func:`rlpace.bench.runner.run`,
-   so drift of the machine hits both sides alike;
-3. merge the samples per side and hand them to
-   :func:`rlpace.bench.compare.compare_runs`;
+   (:func:`rlpace.bench.runner.abba_schedule`), each run a fresh pytest process
+   through :func:`rlpace.bench.runner.run` with its side's environment, so drift of
+   the machine hits both sides alike;
+3. merge the samples per side and hand them to the set's
+   :class:`~rlpace.bench.judge.Judge` (:func:`pr_judge`: the same judge
+   ``rlpace-bench compare`` builds from the same settings);
 4. when that flags anything, run just the flagged benchmarks again, ``confirm`` runs
    per side, ABBA in fresh processes, and keep a flag only where they flag it too
-   (:func:`judge_confirmation`): a whole process that ran slow does not repeat;
+   (:meth:`rlpace.bench.judge.Judge.confirm`): a whole process that ran slow does not
+   repeat;
 5. write ``<out_dir>/<set>.md`` (rlpace style), ``<set>.seed.md`` (seed style) and
    ``<set>.json`` (the comparison as data).
 
 A set that cannot run here (the GPU set without CUDA) is skipped with a note and
 does not fail the pipeline.
 
+This module only orchestrates: it runs, merges and writes; the verdicts are the
+judge's, the statistics :mod:`rlpace.bench.stats`' and :mod:`rlpace.bench.gates`'.
+
 Example:
-    >>> abba_schedule(3)
-    [(0, 'base'), (0, 'head'), (1, 'head'), (1, 'base'), (2, 'base'), (2, 'head')]
+    >>> pr_judge(PipelineConfig(confirm=0), None).confirm_runs
+    0
     >>> run_pr(PipelineConfig(base="HEAD", sets=("cpu",)))  # doctest: +SKIP
     [SetOutcome(set_name='cpu', ...)]
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
@@ -49,12 +54,18 @@ from rlpace.bench.base_revision import (
     requirements_hash,
 )
 from rlpace.bench.errors import BenchInputError
-from rlpace.bench.runner import SUITE_DIR, RunOutcome, RunSettings, run
+from rlpace.bench.runner import (
+    SUITE_DIR,
+    RunOutcome,
+    RunSettings,
+    abba_schedule,
+    run,
+    suite_present,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
-    import pandas as pd
-
     from rlpace.bench.compare import BenchmarkChange, Comparison
+    from rlpace.bench.judge import Judge
 
 __all__ = [
     "BASE_ENV_MODES",
@@ -64,12 +75,8 @@ __all__ = [
     "ProgressSink",
     "SetOutcome",
     "SideRuns",
-    "abba_schedule",
     "checkout_base",
-    "extra_environ",
-    "flagged_names",
-    "judge_confirmation",
-    "judge_runs",
+    "pr_judge",
     "prepare_base_python",
     "repository_root",
     "requirements_hash",
@@ -193,43 +200,6 @@ class SideRuns:
         return min(len(self.base), len(self.head))
 
 
-def abba_schedule(repeats: int) -> list[tuple[int, str]]:
-    """The run order: ``(repeat, side)`` pairs, base first in even repeats, head first in odd.
-
-    Example:
-        >>> abba_schedule(2)
-        [(0, 'base'), (0, 'head'), (1, 'head'), (1, 'base')]
-    """
-    order: list[tuple[int, str]] = []
-    for k in range(repeats):
-        sides = ("base", "head") if k % 2 == 0 else ("head", "base")
-        order += [(k, side) for side in sides]
-    return order
-
-
-@contextlib.contextmanager
-def extra_environ(extra: Mapping[str, str]) -> Iterator[None]:
-    """Set ``extra`` in ``os.environ`` for the runs inside; restore it afterwards.
-
-    Example:
-        >>> with extra_environ({"RLPACE_DEMO": "1"}):
-        ...     os.environ["RLPACE_DEMO"]
-        '1'
-        >>> "RLPACE_DEMO" in os.environ
-        False
-    """
-    saved = {key: os.environ.get(key) for key in extra}
-    os.environ.update(extra)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-
-
 def run_interleaved(
     *,
     set_name: str,
@@ -241,8 +211,14 @@ def run_interleaved(
     environ: Mapping[str, Mapping[str, str]] | None = None,
     on_run: Callable[[int, str, RunOutcome], None] | None = None,
     select: Sequence[str] = (),
+    duet: bool = False,
 ) -> SideRuns:
     """Run ``set_name`` ``repeats`` times per side, ABBA, each in a fresh process.
+
+    As a ``duet``, the base and head runs of each repeat run at the same time instead,
+    each pinned to a core of its own (Bulej et al., ICPE 2020): load that comes and
+    goes then hits both alike, so the pair's ratio keeps little of it, though each
+    run's own time moves with it (judge such runs paired, repeat by repeat).
 
     Args:
         set_name: ``cpu`` or ``gpu``.
@@ -254,6 +230,7 @@ def run_interleaved(
         environ: per side, extra environment variables for its runs.
         on_run: called after each run with ``(k, side, outcome)`` (progress).
         select: pytest node ids to run instead of the whole set (a confirmation).
+        duet: run each repeat's base and head at the same time, one per core.
 
     Returns:
         The result files per side. When the first base/head pair timed nothing
@@ -272,20 +249,25 @@ def run_interleaved(
     runs_dir.mkdir(parents=True)
     files: dict[str, list[Path]] = {"base": [], "head": []}
     counts: dict[str, list[int]] = {"base": [], "head": []}
-    for k, side in abba_schedule(repeats):
+
+    def one(k: int, side: str, cpu: int | None = None) -> RunOutcome:
+        tree, python = sides[side]
+        return run(
+            set_name=set_name,
+            output=runs_dir / f"{side}-{k}.json",
+            keyword=keyword,
+            settings=settings,
+            root=tree,
+            python=str(python),
+            quiet=True,
+            select=select,
+            environ=(environ or {}).get(side, {}),
+            cpu=cpu,
+        )
+
+    for k, side, outcome in _outcomes(one, repeats, duet):
         tree, python = sides[side]
         output = runs_dir / f"{side}-{k}.json"
-        with extra_environ((environ or {}).get(side, {})):
-            outcome = run(
-                set_name=set_name,
-                output=output,
-                keyword=keyword,
-                settings=settings,
-                root=tree,
-                python=str(python),
-                quiet=True,
-                select=select,
-            )
         if not output.is_file():
             raise PipelineError(
                 f"{side} run {k + 1} of set {set_name!r} in {tree} failed (pytest exit "
@@ -308,14 +290,26 @@ def run_interleaved(
     return SideRuns(set_name, tuple(files["base"]), tuple(files["head"]))
 
 
-def suite_present(tree: Path) -> bool:
-    """Whether ``tree`` holds a benchmark suite.
+def _outcomes(
+    one: Callable[..., RunOutcome], repeats: int, duet: bool
+) -> Iterator[tuple[int, str, RunOutcome]]:
+    """``(k, side, outcome)`` of each run, in schedule order: ABBA one at a time, or as a
+    duet both sides of a repeat at once, each on a CPU of its own (when there are two)."""
+    if not duet:
+        for k, side in abba_schedule(repeats):
+            yield k, side, one(k, side)
+        return
+    from concurrent.futures import ThreadPoolExecutor
 
-    Example:
-        >>> suite_present(Path("/nonexistent"))
-        False
-    """
-    return (tree / SUITE_DIR).is_dir()
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    slots: list[int | None] = list(cpus[:2]) if len(cpus) >= 2 else [None, None]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        for k in range(repeats):
+            # which side each core gets alternates too, so a faster core favours neither
+            order = ("base", "head") if k % 2 == 0 else ("head", "base")
+            futures = {side: pool.submit(one, k, side, slots[i]) for i, side in enumerate(order)}
+            for side in order:
+                yield k, side, futures[side].result()
 
 
 @dataclass(frozen=True)
@@ -371,7 +365,6 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
         >>> [o.set_name for o in outcomes]  # doctest: +SKIP
         ['cpu']
     """
-    from rlpace.bench.calibration import calibration_note, read_calibration
     from rlpace.bench.environment import require_compatible_runs
     from rlpace.bench.results import load_results, merge_runs
 
@@ -401,14 +394,15 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
             outcomes.append(_write_skipped(out_dir, set_name, skipped, base))
             continue
         noise_file = config.noise_file or repo / CALIBRATION_DIR / f"{set_name}.json"
-        # one read of the calibration: its gates scaled to K, and its process priors
-        calibration = (
-            read_calibration(noise_file)
-            if config.noise_file is not None or noise_file.is_file()
-            else None
+        if config.noise_file is None and not noise_file.is_file():
+            noise_file = None
+        # one judge for the set: the same one `rlpace-bench compare` builds
+        judge = pr_judge(
+            config,
+            noise_file,
+            shown=_shown_path(noise_file, repo) if noise_file else "",
+            same_packages=base.env_mode != "full",
         )
-        noise = calibration.noise_fractions(config.effective_repeats) if calibration else None
-        priors = calibration.process_priors() if calibration else None
         if progress is not None:
             progress.set_started(set_name, 2 * config.effective_repeats)
         sides = {"base": (base.tree, base.python), "head": (repo, Path(sys.executable))}
@@ -436,52 +430,27 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
         differences = require_compatible_runs(
             head_df, base_df, allow_mismatch=base.env_mode == "full", require_metadata=False
         )
-        same_packages = base.env_mode != "full"
-        comparison = judge_runs(
-            head_df,
-            base_df,
-            threshold=config.threshold,
-            alpha=config.alpha,
-            noise=noise,
-            process_priors=priors,
-            same_packages=same_packages,
-        )
+        comparison = judge.judge(head_df, base_df)
         confirm_runs = None
-        names = flagged_names(comparison)
-        if config.confirm and names:
+        names = judge.flagged(comparison)
+        if judge.confirm_runs and names:
             if progress is not None:
-                progress.confirm_started(set_name, len(names), 2 * config.confirm)
+                progress.confirm_started(set_name, len(names), 2 * judge.confirm_runs)
             confirm_runs = run_interleaved(
                 set_name=set_name,
                 sides=sides,
                 runs_dir=cache / "runs" / f"{set_name}-confirm",
-                repeats=config.confirm,
+                repeats=judge.confirm_runs,
                 settings=config.effective_settings,
                 environ=environ,
                 on_run=None if progress is None else progress.run_finished,
                 select=names,
             )
-            comparison = judge_confirmation(
+            comparison = judge.confirm(
                 comparison,
                 merge_runs([load_results(p) for p in confirm_runs.head]),
                 merge_runs([load_results(p) for p in confirm_runs.base]),
-                repeats=config.confirm,
-                threshold=config.threshold,
-                alpha=config.alpha,
-                noise=calibration.confirmation_fractions(config.confirm, len(names))
-                if calibration
-                else None,
-                process_priors=priors,
-                same_packages=same_packages,
             )
-        if calibration is not None:
-            note = calibration_note(
-                calibration,
-                _shown_path(noise_file, repo),
-                head_df.attrs.get("machine_info"),
-                confirm=config.confirm,
-            )
-            comparison = replace(comparison, calibration=note.to_dict())
         outcomes.append(
             _write_reports(
                 out_dir, set_name, comparison, runs, base, noise_file, differences, confirm_runs
@@ -568,9 +537,7 @@ def _write_reports(
         else {
             "repeats": confirm_runs.repeats,
             "benchmarks": [r.fullname for r in comparison.rows if r.confirmed is not None],
-            "order": [
-                f.stem for f in sorted(confirm_runs.base + confirm_runs.head, key=_run_order)
-            ],
+            "order": _run_order(confirm_runs),
         }
     )
     json_path = out_dir / f"{set_name}.json"
@@ -608,164 +575,53 @@ def _pipeline_meta(set_name: str, runs: SideRuns, base: BaseCheckout) -> dict[st
         "base_commit": base.sha,
         "base_env": base.env_mode,
         "repeats": runs.repeats,
-        "order": [f.stem for f in sorted(runs.base + runs.head, key=_run_order)],
+        "order": _run_order(runs),
     }
 
 
-def _run_order(path: Path) -> tuple[int, int]:
-    side, _, k = path.stem.partition("-")
-    repeat = int(k)
-    first = "base" if repeat % 2 == 0 else "head"
-    return repeat, 0 if side == first else 1
+def _run_order(runs: SideRuns) -> list[str]:
+    """The runs' file stems in the order they ran (the ABBA schedule)."""
+    counts = {"base": len(runs.base), "head": len(runs.head)}
+    return [f"{side}-{k}" for k, side in abba_schedule(counts)]
 
 
-def judge_runs(
-    head: pd.DataFrame,
-    base: pd.DataFrame,
+def pr_judge(
+    config: PipelineConfig,
+    calibration_file: Path | None,
     *,
-    threshold: float = 5.0,
-    alpha: float = 0.05,
-    noise: Mapping[str, float] | None = None,
-    process_priors: Mapping[str, tuple[float, float]] | None = None,
+    shown: str = "",
     same_packages: bool = True,
-    family_size: int | None = None,
-    variance_prior: tuple[float, float] | None = None,
-) -> Comparison:
-    """Compare merged head and base runs as ``pr`` does: the comparator, with this run's
-    negative-control floor (:mod:`rlpace.bench.controls`) added to the calibrated noise.
-
-    When both sides run the same packages (``same_packages``, the overlay environment
-    and every A/A comparison) the negative controls are pinned third-party code, alike
-    on both sides: they measure the noise and are never flagged themselves.
+) -> Judge:
+    """The :class:`~rlpace.bench.judge.Judge` ``pr`` judges a set with: ``config``'s
+    threshold, alpha and confirmation, the calibration in ``calibration_file`` (None:
+    none), the control floor on.
 
     Args:
-        head: merged results of the head runs (:func:`rlpace.bench.results.merge_runs`).
-        base: merged results of the base runs.
-        threshold: effect threshold in percent.
-        alpha: false discovery rate.
-        noise: calibrated noise per benchmark (fractions), e.g. from
-            :meth:`rlpace.bench.calibration.Calibration.noise_fractions`.
-        process_priors: calibrated process variances (see
-            :meth:`rlpace.bench.calibration.Calibration.process_priors`).
-        same_packages: whether base and head run the same pinned packages; False when
-            the base pins other requirements (its own full environment), where the
-            controls may really have changed and are judged like any benchmark.
-        family_size: see :func:`~rlpace.bench.compare.compare_runs` (a confirmation).
-        variance_prior: see :func:`~rlpace.bench.compare.compare_runs` (a confirmation).
+        config: the pipeline's settings.
+        calibration_file: a calibration from ``rlpace-bench aa``, or None.
+        shown: the file's name as the report shows it (default: the path).
+        same_packages: whether base and head run the same pinned packages.
 
-    Returns:
-        The :class:`~rlpace.bench.compare.Comparison`, its ``noise_floor`` set.
+    Raises:
+        BenchInputError: the calibration file cannot be read.
 
     Example:
-        >>> from rlpace.bench.results import results_from_records
-        >>> run = results_from_records([{"fullname": "a", "data": [1.0, 1.01, 0.99] * 5}])
-        >>> judged = judge_runs(run, run)
-        >>> judged.rows[0].verdict.value, judged.noise_floor.active
-        ('unchanged', False)
+        >>> judge = pr_judge(PipelineConfig(threshold=3.0, confirm=0), None)
+        >>> judge.threshold, judge.confirm_runs, judge.noise is None
+        (3.0, 0, True)
     """
-    from rlpace.bench.compare import compare_runs
-    from rlpace.bench.controls import noise_floor_from_controls
+    from rlpace.bench.calibration import read_calibration
+    from rlpace.bench.judge import Judge
 
-    # negative controls (torchrl twins) measure this run's common-mode shift and
-    # noise; no benchmark is flagged for moving less than they do
-    floor = noise_floor_from_controls(head, base)
-    return compare_runs(
-        head,
-        base,
-        threshold=threshold,
-        alpha=alpha,
-        noise=noise,
-        floor=floor,
-        process_priors=process_priors,
-        fixed_impl=floor.impl if same_packages else None,
-        family_size=family_size,
-        variance_prior=variance_prior,
-    )
-
-
-def flagged_names(comparison: Comparison) -> list[str]:
-    """The benchmarks ``comparison`` flagged (improved or worsened), in row order: what a
-    confirmation re-runs.
-
-    Example:
-        >>> from rlpace.bench.compare import BenchmarkChange, Comparison, Verdict
-        >>> flagged_names(Comparison(rows=(BenchmarkChange("a", "a", Verdict.UNCHANGED),
-        ...                                BenchmarkChange("b", "b", Verdict.WORSENED))))
-        ['b']
-    """
-    from rlpace.bench.compare import Verdict
-
-    kinds = (Verdict.IMPROVED, Verdict.WORSENED)
-    return [r.fullname for r in comparison.rows if r.verdict in kinds]
-
-
-def judge_confirmation(
-    first: Comparison,
-    head: pd.DataFrame,
-    base: pd.DataFrame,
-    *,
-    repeats: int,
-    threshold: float = 5.0,
-    alpha: float = 0.05,
-    noise: Mapping[str, float] | None = None,
-    process_priors: Mapping[str, tuple[float, float]] | None = None,
-    same_packages: bool = True,
-) -> Comparison:
-    """Judge fresh runs of what ``first`` flagged, and keep only the flags they repeat.
-
-    The benchmarks ``first`` flagged (:func:`flagged_names`) are compared on ``head`` and
-    ``base`` alone, the confirmation runs, as :func:`judge_runs` does, with the
-    process-level gates shared over just those benchmarks (``family_size``) and the
-    variance prior ``first`` fitted on the whole set; then
-    :func:`rlpace.bench.compare.confirm_verdicts` clears the flags that did not repeat.
-    Rows the confirmation runs lack are not confirmed.
-
-    Args:
-        first: the comparison of the full set.
-        head: merged head confirmation runs (they may hold other benchmarks too).
-        base: merged base confirmation runs.
-        repeats: runs per side in ``head`` and ``base``.
-        threshold: effect threshold in percent.
-        alpha: false discovery rate (and family error rate of the process-level gates).
-        noise: the calibrated gates for ``repeats`` runs a side and this many tested
-            benchmarks (:meth:`rlpace.bench.calibration.Calibration.confirmation_fractions`).
-        process_priors: calibrated process variances.
-        same_packages: as for :func:`judge_runs`.
-
-    Returns:
-        ``first`` with unconfirmed flags cleared (``first`` itself when it flagged nothing).
-
-    Example:
-        >>> from rlpace.bench.results import results_from_records
-        >>> base = results_from_records([{"fullname": "a", "data": [1.0, 1.01, 0.99] * 5}])
-        >>> head = results_from_records([{"fullname": "a", "data": [1.5, 1.51, 1.49] * 5}])
-        >>> first = judge_runs(head, base)
-        >>> again = judge_confirmation(first, head, base, repeats=1)
-        >>> again.rows[0].verdict.value, again.rows[0].confirmed, again.confirm_repeats
-        ('worsened', True, 1)
-    """
-    names = flagged_names(first)
-    if not names:
-        return first
-    from rlpace.bench.compare import confirm_verdicts
-
-    def only(frame: pd.DataFrame) -> pd.DataFrame:
-        kept = frame[frame["fullname"].isin(names)].reset_index(drop=True)
-        kept.attrs = dict(frame.attrs)
-        return kept
-
-    second = judge_runs(
-        only(head),
-        only(base),
-        threshold=threshold,
-        alpha=alpha,
-        noise=noise,
-        process_priors=process_priors,
+    calibration = read_calibration(calibration_file) if calibration_file is not None else None
+    return Judge.from_calibration(
+        calibration,
+        source=shown or str(calibration_file or ""),
+        threshold=config.threshold,
+        alpha=config.alpha,
+        confirm_runs=config.confirm,
         same_packages=same_packages,
-        family_size=len(names),
-        variance_prior=first.variance_prior,
     )
-    return confirm_verdicts(first, second, repeats=repeats)
 
 
 class ProgressSink:

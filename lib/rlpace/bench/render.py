@@ -238,9 +238,9 @@ def _value(value: float, unit: str = units.SECONDS, *, space: bool = True) -> st
     """:func:`units.format_value` with a free-text unit (an asv ``track_*`` unit, read
     from a file) passed through the neutraliser like every other name."""
     text = units.format_value(value, unit, space=space)
-    if unit in (units.SECONDS, units.BYTES):
+    if unit in (units.SECONDS, units.BYTES) or not text.endswith(f" {unit}"):
         return text
-    return neutralize(text)
+    return f"{text[: -len(unit)]}{neutralize(unit)}"
 
 
 # --------------------------------------------------------------------------- render

@@ -36,7 +36,15 @@ from pathlib import Path
 from rlpace.bench.environment import MACHINE_INFO_KEY, collect_environment
 from rlpace.bench.errors import BenchInputError
 
-__all__ = ["RunOutcome", "RunSettings", "pytest_args", "run", "stable_environ"]
+__all__ = [
+    "RunOutcome",
+    "RunSettings",
+    "abba_schedule",
+    "pytest_args",
+    "run",
+    "stable_environ",
+    "suite_present",
+]
 
 THREADS_VARIABLE = "RLPACE_BENCH_THREADS"
 """Read by the suite plugin: ``torch.set_num_threads`` of the benchmark process."""
@@ -197,6 +205,47 @@ def pytest_args(
     return args
 
 
+_PINNED = "import os, sys; os.sched_setaffinity(0, {int(sys.argv[1])}); os.execv(sys.argv[2], sys.argv[2:])"
+"""A launcher that pins itself to one CPU and becomes the given command (children inherit
+the affinity); no ``preexec_fn``, which is unsafe when a duet starts runs from threads."""
+
+
+def suite_present(tree: Path | str) -> bool:
+    """Whether ``tree`` holds a benchmark suite (:data:`SUITE_DIR`).
+
+    Example:
+        >>> suite_present(Path("/nonexistent"))
+        False
+    """
+    return (Path(tree) / SUITE_DIR).is_dir()
+
+
+def abba_schedule(
+    repeats: int | Mapping[str, int], sides: tuple[str, str] = ("base", "head")
+) -> list[tuple[int, str]]:
+    """The order fresh processes run in: ``(k, side)`` pairs, the first side first in
+    even rounds and the second first in odd ones (ABBA...), so drift of the machine
+    hits both sides alike. ``repeats`` is the runs per side, or per side a count of
+    its own (a side with fewer runs simply stops).
+
+    Every interleaved schedule of the harness is this one: ``pr``'s base/head runs,
+    its confirmations, and ``aa``'s clean/slowed pools.
+
+    Example:
+        >>> abba_schedule(2)
+        [(0, 'base'), (0, 'head'), (1, 'head'), (1, 'base')]
+        >>> abba_schedule({"clean": 3, "slow": 1}, ("clean", "slow"))
+        [(0, 'clean'), (0, 'slow'), (1, 'clean'), (2, 'clean')]
+    """
+    counts = repeats if isinstance(repeats, Mapping) else dict.fromkeys(sides, repeats)
+    order: list[tuple[int, str]] = []
+    for k in range(max(counts.get(side, 0) for side in sides)):
+        for side in sides if k % 2 == 0 else sides[::-1]:
+            if k < counts.get(side, 0):
+                order.append((k, side))
+    return order
+
+
 def _write_empty_result(output: Path, root: Path) -> None:
     """Every case skipped (e.g. the GPU set without CUDA): write a file with no results."""
     from importlib.metadata import version
@@ -221,6 +270,8 @@ def run(
     python: str = sys.executable,
     quiet: bool = False,
     select: Sequence[str] = (),
+    environ: Mapping[str, str] | None = None,
+    cpu: int | None = None,
 ) -> RunOutcome:
     """Run one benchmark set in a fresh pytest process and save its results.
 
@@ -235,6 +286,11 @@ def run(
         quiet: capture pytest's output instead of letting it through.
         select: pytest node ids (the ``fullname`` of result rows) to run instead of the
             whole suite, e.g. the benchmarks a confirmation re-runs.
+        environ: extra environment variables of this run's process only (a side's
+            ``PYTHONPATH``, an injected slow-down), on top of this process's
+            environment; ``os.environ`` itself is never changed.
+        cpu: pin the run's process, and every process it starts, to this CPU (a duet
+            runs base and head at the same time, one per core); None: not pinned.
 
     Returns:
         The exit status, the output file and how many results it holds.
@@ -264,10 +320,13 @@ def run(
         keyword=keyword,
         paths=tuple(select) or (str(SUITE_DIR),),
     )
+    command = [python, "-m", "pytest", *args]
+    if cpu is not None:
+        command = [python, "-c", _PINNED, str(cpu), *command]
     proc = subprocess.run(
-        [python, "-m", "pytest", *args],
+        command,
         cwd=root,
-        env=stable_environ(os.environ, settings),
+        env=stable_environ({**os.environ, **(environ or {})}, settings),
         capture_output=quiet,
         text=True,
         check=False,

@@ -24,9 +24,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TextIO
 
-from rlpace.bench.compare import SINGLE_RUN_NOISE, Comparison, compare_runs
+from rlpace.bench.calibration import read_calibration
+from rlpace.bench.compare import SINGLE_RUN_NOISE, Comparison
 from rlpace.bench.environment import require_compatible_runs
 from rlpace.bench.errors import BenchInputError
+from rlpace.bench.judge import Judge
 from rlpace.bench.render import STYLES, escape_markdown, render_report
 from rlpace.bench.result_tables import (
     comparison_table,
@@ -87,8 +89,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--calibration",
-        help="an A/A calibration file (`rlpace-bench aa`): its per-benchmark noise judges "
-        "those benchmarks instead of the assumed single-run noise",
+        help="calibration file from `rlpace-bench aa` (as `pr --noise`): its gates, priors "
+        "and note judge the files, so they get the verdicts `pr` gives (and its noise "
+        "replaces the assumed single-run noise)",
     )
     parser.add_argument("-k", dest="name_filter", help="only benchmarks whose name contains this")
     parser.add_argument(
@@ -203,8 +206,14 @@ def compare_files(
     allow_env_mismatch: bool = False,
     stdout: TextIO | None = None,
 ) -> int:
-    """Load, compare, render and write; return the exit code (0, or 1 when
+    """Load, judge, render and write; return the exit code (0, or 1 when
     ``fail_on_regression`` and something worsened or head lost benchmarks).
+
+    The verdicts come from the same :class:`~rlpace.bench.judge.Judge` ``pr`` uses
+    (threshold, alpha, ``calibration``, the negative-control floor), so the files
+    ``pr`` ran give the verdicts ``pr``'s first comparison gave; several files a side
+    are merged as ``pr`` merges its repeats. (``pr`` then confirms its flags on fresh
+    runs, which two files cannot do.)
 
     Raises:
         BenchInputError: a file cannot be read or an option is invalid (exit 2).
@@ -222,27 +231,22 @@ def compare_files(
     head_df = load_side(_as_list(head))
     base_paths = _as_list(base)
     base_df = load_side(base_paths) if base_paths else None
+    differences: list[str] = []
     if base_df is not None:
-        for diff in require_compatible_runs(
+        differences = require_compatible_runs(
             head_df, base_df, allow_mismatch=allow_env_mismatch, require_metadata=False
-        ):
+        )
+        for diff in differences:
             print(f"rlpace-bench: warning: environments differ: {diff}", file=sys.stderr)
-    noise = priors = None
-    if calibration is not None:
-        from rlpace.bench.calibration import read_calibration
-
-        calibrated = read_calibration(Path(calibration))
-        runs = min(int(df.attrs.get("runs") or 1) for df in (head_df, base_df) if df is not None)
-        noise, priors = calibrated.noise_fractions(runs), calibrated.process_priors()
-    comparison = compare_runs(
-        head_df,
-        base_df,
+    judge = Judge.from_calibration(
+        read_calibration(Path(calibration)) if calibration is not None else None,
+        source=str(calibration or ""),
         threshold=threshold,
         alpha=alpha,
-        noise=noise,
-        process_priors=priors,
         single_run_noise=single_run_noise,
+        same_packages=not differences,
     )
+    comparison = judge.judge(head_df, base_df)
     comparison = _with_subjects(comparison)
     shown = filter_rows(comparison.rows, name=name_filter, only_changed=only_changed)
     shown = sort_rows(shown, sort)

@@ -1,0 +1,313 @@
+"""One judge: the single owner of how head and base runs become verdicts.
+
+``rlpace-bench compare``, ``rlpace-bench pr`` and ``rlpace-bench aa`` all build a
+:class:`Judge` and call it, so the same runs always get the same verdicts. A judge is
+a frozen value holding every setting a verdict depends on:
+
+- the comparator's ``threshold`` and ``alpha`` (:func:`rlpace.bench.compare.compare_runs`);
+- the **noise model** of an A/A calibration (:class:`NoiseModel`): per benchmark the
+  gate a change must beat, the run spreads the confirmation's gates and the process
+  priors come from;
+- the **control floor** policy: whether the negative controls (the torchrl twins,
+  :mod:`rlpace.bench.controls`) raise the gates by this run's common-mode noise, and
+  whether base and head run the same packages (then the controls are never flagged);
+- the **confirmation**: how many fresh runs a side re-run what the first comparison
+  flagged (:meth:`Judge.confirm`), and the calibration whose figures the report cites.
+
+The judge never runs anything: it takes results tables (one per side, runs already
+merged with :func:`rlpace.bench.results.merge_runs`) and returns a
+:class:`~rlpace.bench.compare.Comparison`. The pipeline decides what to run.
+
+Example:
+    >>> from rlpace.bench.results import results_from_records
+    >>> base = results_from_records([{"fullname": "a", "data": [1.0, 1.01, 0.99] * 5}])
+    >>> head = results_from_records([{"fullname": "a", "data": [1.5, 1.51, 1.49] * 5}])
+    >>> judge = Judge(threshold=5.0)
+    >>> first = judge.judge(head, base)
+    >>> first.rows[0].verdict.value, judge.flagged(first)
+    ('worsened', ['a'])
+    >>> judge.confirm(first, head, base).rows[0].confirmed
+    True
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from rlpace.bench.compare import (
+    SINGLE_RUN_NOISE,
+    Comparison,
+    Verdict,
+    compare_runs,
+    confirm_verdicts,
+)
+from rlpace.bench.controls import noise_floor_from_controls
+from rlpace.bench.errors import BenchInputError
+from rlpace.bench.gates import confirmation_fractions, process_prior, scale_gate_fraction
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+    from rlpace.bench.calibration import Calibration
+
+__all__ = ["Judge", "NoiseModel"]
+
+_FLAGS = (Verdict.IMPROVED, Verdict.WORSENED)
+
+
+@dataclass(frozen=True)
+class NoiseModel:
+    """What an A/A calibration knows of a set's noise, in the form a judge uses it.
+
+    Example:
+        >>> model = NoiseModel(gates={"a": 0.039211}, repeats=2, run_spreads={"a": (2.0, 32)})
+        >>> model.gate_fractions(8), model.priors()
+        ({'a': 0.019802}, {'a': (0.0004, 31)})
+        >>> model.confirmation_gates(repeats=2, family_size=1)
+        {'a': 0.03997}
+    """
+
+    gates: Mapping[str, float]
+    """``fullname → gate`` as a gate fraction (the fraction of a slow-down a change
+    must exceed, 1: nothing can be flagged), calibrated for :attr:`repeats` runs a side."""
+    repeats: int
+    """Runs per side the gates were calibrated for; other run counts scale them."""
+    run_spreads: Mapping[str, tuple[float, int]] = field(default_factory=dict)
+    """``fullname → (run spread %, pool runs)``: the process-to-process noise, source of
+    the priors and of the confirmation's gates."""
+    family_alpha: float = 0.05
+    """The chance, per PR run, that an A/A comparison flags anything (sets the gates)."""
+
+    def gate_fractions(self, repeats: int | None = None) -> dict[str, float]:
+        """The gates for a comparison of ``repeats`` runs a side (None: as calibrated)."""
+        if repeats is None:
+            return dict(self.gates)
+        return {
+            name: scale_gate_fraction(g, calibrated_repeats=self.repeats, repeats=repeats)
+            for name, g in self.gates.items()
+        }
+
+    def confirmation_gates(self, *, repeats: int, family_size: int) -> dict[str, float]:
+        """The gates of a confirmation of ``family_size`` flagged benchmarks with
+        ``repeats`` fresh runs a side (:func:`rlpace.bench.gates.confirmation_gate`)."""
+        return confirmation_fractions(
+            self.run_spreads,
+            repeats=repeats,
+            family_size=family_size,
+            family_alpha=self.family_alpha,
+        )
+
+    def priors(self) -> dict[str, tuple[float, float]]:
+        """``fullname → (variance, degrees of freedom)`` of one run's log median, for
+        benchmarks measured on three or more pool runs."""
+        return {
+            name: process_prior(spread, runs)
+            for name, (spread, runs) in self.run_spreads.items()
+            if math.isfinite(spread) and runs >= 3
+        }
+
+
+@dataclass(frozen=True)
+class Judge:
+    """Every setting a verdict depends on, and the one way runs become verdicts.
+
+    Example:
+        >>> Judge(threshold=3.0).threshold, Judge().confirm_runs
+        (3.0, 2)
+        >>> Judge(alpha=2.0)
+        Traceback (most recent call last):
+        ...
+        rlpace.bench.errors.BenchInputError: Judge.alpha: expected a false discovery rate in (0, 1), got 2.0; fix: e.g. --alpha 0.05
+    """
+
+    threshold: float = 5.0
+    """Effect threshold, percent: a smaller change is never flagged."""
+    alpha: float = 0.05
+    """False discovery rate of the comparator's tests (and family error rate of its
+    process-level gates)."""
+    noise: NoiseModel | None = None
+    """The calibrated noise model (None: the comparator's own gates alone)."""
+    control_floor: bool = True
+    """Whether the negative controls (torchrl twins) raise the gates by this run's
+    common-mode noise (the control floor)."""
+    same_packages: bool = True
+    """Whether base and head run the same pinned packages: then the negative controls
+    are the same code on both sides and never flagged themselves. False when the base
+    pins other requirements, where the controls are judged like any benchmark."""
+    single_run_noise: float = SINGLE_RUN_NOISE
+    """Process noise (a fraction) assumed for a benchmark with one run a side and no
+    calibrated noise, which its rounds alone cannot show (0: judge it on its rounds)."""
+    confirm_runs: int = 2
+    """Fresh runs a side that re-run what a first comparison flagged (0: none); the
+    pipeline runs them, :meth:`confirm` judges them."""
+    calibration: Calibration | None = field(default=None, compare=False, repr=False)
+    """The calibration the noise model came from, cited in the report (None: none)."""
+    calibration_source: str = ""
+    """Where :attr:`calibration` was read from, as the reader should see it."""
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.threshold, int | float) and self.threshold >= 0):
+            raise BenchInputError(
+                f"Judge.threshold: expected a percentage >= 0, got {self.threshold!r}; "
+                "fix: e.g. --threshold 5"
+            )
+        if not (isinstance(self.alpha, int | float) and 0 < self.alpha < 1):
+            raise BenchInputError(
+                f"Judge.alpha: expected a false discovery rate in (0, 1), got {self.alpha!r}; "
+                "fix: e.g. --alpha 0.05"
+            )
+        if not (isinstance(self.confirm_runs, int) and self.confirm_runs >= 0):
+            raise BenchInputError(
+                f"Judge.confirm_runs: expected runs per side >= 0 (0: no confirmation), got "
+                f"{self.confirm_runs!r}; fix: e.g. --confirm 2"
+            )
+
+    @classmethod
+    def from_calibration(
+        cls, calibration: Calibration | None, *, source: str = "", **settings: Any
+    ) -> Judge:
+        """A judge whose noise model is ``calibration``'s (None: no calibration).
+
+        Example:
+            >>> from rlpace.bench.calibration import BenchmarkNoise, Calibration
+            >>> b = BenchmarkNoise("a", 2, (1.0,), 0, 2.0, 8.0, 12.0, 2.0,
+            ...                    run_spread_pct=2.0, runs=12)
+            >>> cal = Calibration("cpu", 2, 2, 12, 5.0, 0.05, 0.05, 0.0, 0.0, (b,))
+            >>> Judge.from_calibration(cal, source="cpu.json").noise.gates
+            {'a': 0.076884}
+        """
+        if calibration is None:
+            return cls(**settings)
+        return cls(
+            noise=calibration.noise_model(),
+            calibration=calibration,
+            calibration_source=str(source),
+            **settings,
+        )
+
+    def judge(self, head: pd.DataFrame, base: pd.DataFrame | None) -> Comparison:
+        """Compare merged head and base runs: the first stage of a verdict.
+
+        The calibrated gates are scaled to the runs a side these tables merged; the
+        control floor is measured on their negative controls; the calibration is cited.
+
+        Example:
+            >>> from rlpace.bench.results import results_from_records
+            >>> run = results_from_records([{"fullname": "a", "data": [1.0, 1.01, 0.99] * 5}])
+            >>> Judge().judge(run, run).rows[0].verdict.value
+            'unchanged'
+        """
+        if base is None:
+            return compare_runs(
+                head,
+                None,
+                threshold=self.threshold,
+                alpha=self.alpha,
+                single_run_noise=self.single_run_noise,
+            )
+        comparison = self._compare(head, base)
+        return self._cite(comparison, head)
+
+    def flagged(self, comparison: Comparison) -> list[str]:
+        """The benchmarks ``comparison`` flagged (improved or worsened), in row order:
+        what a confirmation re-runs.
+
+        Example:
+            >>> from rlpace.bench.compare import BenchmarkChange
+            >>> Judge().flagged(Comparison(rows=(BenchmarkChange("a", "a", Verdict.UNCHANGED),
+            ...                                  BenchmarkChange("b", "b", Verdict.WORSENED))))
+            ['b']
+        """
+        return [r.fullname for r in comparison.rows if r.verdict in _FLAGS]
+
+    def confirm(self, first: Comparison, head: pd.DataFrame, base: pd.DataFrame) -> Comparison:
+        """Judge fresh runs of what ``first`` flagged, and keep only the flags they repeat.
+
+        The flagged benchmarks are compared on ``head`` and ``base`` alone (the
+        confirmation runs; other benchmarks in them are ignored), with the
+        process-level gates shared over just those benchmarks, the variance prior
+        ``first`` fitted on the whole set and, with a noise model, the confirmation's
+        own gates; :func:`rlpace.bench.compare.confirm_verdicts` then clears the flags
+        that did not repeat. Rows the confirmation runs lack are not confirmed.
+
+        Example:
+            >>> from rlpace.bench.results import results_from_records
+            >>> base = results_from_records([{"fullname": "a", "data": [1.0, 1.01, 0.99] * 5}])
+            >>> same = Judge().confirm(Judge().judge(base, base), base, base)
+            >>> same.confirm_repeats
+            0
+        """
+        names = self.flagged(first)
+        if not names:
+            return first
+
+        def only(frame: pd.DataFrame) -> pd.DataFrame:
+            kept = frame[frame["fullname"].isin(names)].reset_index(drop=True)
+            kept.attrs = dict(frame.attrs)
+            return kept
+
+        head, base = only(head), only(base)
+        repeats = _runs_per_side(head, base)
+        gates = (
+            self.noise.confirmation_gates(repeats=repeats, family_size=len(names))
+            if self.noise is not None
+            else None
+        )
+        second = self._compare(
+            head,
+            base,
+            gates=gates,
+            family_size=len(names),
+            variance_prior=first.variance_prior,
+        )
+        return confirm_verdicts(first, second, repeats=repeats)
+
+    def _compare(
+        self,
+        head: pd.DataFrame,
+        base: pd.DataFrame,
+        *,
+        gates: Mapping[str, float] | None = None,
+        family_size: int | None = None,
+        variance_prior: tuple[float, float] | None = None,
+    ) -> Comparison:
+        if gates is None and self.noise is not None:
+            gates = self.noise.gate_fractions(_runs_per_side(head, base))
+        floor = noise_floor_from_controls(head, base) if self.control_floor else None
+        return compare_runs(
+            head,
+            base,
+            threshold=self.threshold,
+            alpha=self.alpha,
+            noise=gates,
+            floor=floor,
+            process_priors=self.noise.priors() if self.noise is not None else None,
+            fixed_impl=floor.impl if floor is not None and self.same_packages else None,
+            family_size=family_size,
+            variance_prior=variance_prior,
+            single_run_noise=self.single_run_noise,
+        )
+
+    def _cite(self, comparison: Comparison, head: pd.DataFrame) -> Comparison:
+        if self.calibration is None:
+            return comparison
+        note = self.calibration.note(
+            self.calibration_source,
+            head.attrs.get("machine_info"),
+            confirm=self.confirm_runs,
+        )
+        return replace(comparison, calibration=note.to_dict())
+
+
+def _runs_per_side(head: pd.DataFrame, base: pd.DataFrame) -> int:
+    """Runs (processes) merged into each side: the most any row of a side holds, the
+    fewer of the two sides (at least 1)."""
+
+    def runs(frame: pd.DataFrame) -> int:
+        counts = [len(m) for m in frame["run_medians"] if m is not None]
+        return max(counts, default=1)
+
+    return max(min(runs(head), runs(base)), 1)
