@@ -23,6 +23,7 @@ from rlpace.bench.counts import (
     CountRun,
     CountSettings,
     compare_counts,
+    count_tree,
     count_trees,
     gate_from_aa,
 )
@@ -241,3 +242,56 @@ def test_a_malformed_count_file_is_refused_with_the_fix(tmp_path):
     path.write_text(json.dumps({"format": "rlpace-counts", "version": 0}), "utf-8")
     with pytest.raises(ValueError, match="expected count format version 1, got 0; fix"):
         read_counts(path)
+
+
+HANGS = """
+import time
+
+from rlpace.bench.suite import case
+
+
+@case(timer="cpu")
+def test_hangs():
+    time.sleep(120)  # the setup never returns in time
+    return lambda: None
+
+
+@case(timer="cpu")
+def test_after():
+    data = list(range(200))
+    return lambda: sum(data)
+
+
+@case()
+def test_workers():
+    return lambda: None
+"""
+
+
+@needs_valgrind
+def test_a_case_that_times_out_is_reported_and_the_rest_still_counted(tmp_path):
+    suite = tmp_path / "tree" / "tests" / "benchmarks"
+    suite.mkdir(parents=True)
+    (suite / "test_hangs.py").write_text(HANGS, "utf-8")
+    settings = CountSettings(case_timeout=4, python_calls=0)
+    run = count_tree(tmp_path / "tree", tmp_path / "out.json", settings=settings)
+    cases = run.by_id()
+    assert [c.test_id for c in run.cases] == ["test_hangs", "test_after", "test_workers"]
+    assert cases["test_hangs"].status == "timed-out" and "4 s" in cases["test_hangs"].reason
+    assert cases["test_after"].counted
+    assert cases["test_workers"].status == "not-counted"
+    assert read_counts(tmp_path / "out.json").by_id()["test_hangs"].status == "timed-out"
+
+
+@needs_valgrind
+def test_a_suite_with_nothing_to_count_starts_no_valgrind(tmp_path):
+    suite = tmp_path / "tree" / "tests" / "benchmarks"
+    suite.mkdir(parents=True)
+    (suite / "test_wall.py").write_text(
+        HANGS.split('@case(timer="cpu")')[0]
+        + ("\n@case()\ndef test_wall():\n    return lambda: None\n"),
+        "utf-8",
+    )
+    run = count_tree(tmp_path / "tree", tmp_path / "out.json")
+    assert [(c.test_id, c.status) for c in run.cases] == [("test_wall", "not-counted")]
+    assert not list((tmp_path / "out.dumps").glob("cg.*"))

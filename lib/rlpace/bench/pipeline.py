@@ -130,6 +130,10 @@ class PipelineConfig:
     if these runs flag it too, the same way (0: no confirmation). A whole process that
     ran slow (a burst of load, the rare slow start of a multi-process case) flags
     benchmarks in a two-run comparison; it does not repeat in fresh processes."""
+    counts: bool = True
+    """Count the CPU set's single-process cases under Callgrind too, base and head side
+    by side (:mod:`rlpace.bench.counts`): a count regression is flagged whatever the
+    clock says. Without Valgrind the comment says so and timing alone judges."""
 
     def __post_init__(self) -> None:
         if self.repeats < 1:
@@ -416,6 +420,7 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
             "base": _pythonpath_first(base.tree / "lib"),
             "head": {**_pythonpath_first(repo / "lib"), **config.head_environ},
         }
+        count_tier = _count_tier(config, repo, base, cache, environ) if set_name == "cpu" else None
         runs = run_interleaved(
             set_name=set_name,
             sides=sides,
@@ -474,6 +479,10 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
                 process_priors=priors,
                 same_packages=same_packages,
             )
+        if count_tier is not None:
+            from rlpace.bench.counts.tier import apply_count_tier
+
+            comparison = apply_count_tier(comparison, count_tier)
         if calibration is not None:
             note = calibration_note(
                 calibration,
@@ -488,6 +497,25 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
             )
         )
     return outcomes
+
+
+def _count_tier(config: PipelineConfig, repo: Path, base: BaseCheckout, cache: Path, environ):
+    """The count tier's hook (see :mod:`rlpace.bench.counts.tier`); None when turned off."""
+    if not config.counts:
+        return None
+    from rlpace.bench.counts.session import CountSettings
+    from rlpace.bench.counts.tier import GATES_FILE, run_count_tier
+
+    return run_count_tier(
+        head_tree=repo,
+        base_tree=base.tree,
+        head_python=Path(sys.executable),
+        base_python=base.python,
+        out_dir=cache / "counts",
+        environ=environ,
+        settings=CountSettings(keyword=config.effective_keyword),
+        gates_file=repo / GATES_FILE,
+    )
 
 
 def cuda_available(python: Path) -> bool:

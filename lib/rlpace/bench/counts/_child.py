@@ -8,7 +8,9 @@ the case contract of ``rlpace.bench.suite`` (``__rlpace_case__`` with ``name``,
 
 Protocol, one JSON object per line appended to the progress file:
 
-- ``{"event": "plan", "ids": [...]}`` once, after the case modules are imported;
+- ``{"event": "plan", "ids": [...], "claimed": [...]}`` once, after the case modules
+  are imported (with ``"plan_only": true`` in the spec the process stops there: run
+  without Valgrind, it tells the parent whether any case needs counting at all);
 - ``{"event": "start", "id": ...}`` before a case's setup;
 - ``{"event": "done", "id": ..., "status": ..., "reason": ..., ...}`` after it;
 - ``{"event": "fatal", "reason": ...}`` when nothing more can run.
@@ -29,6 +31,7 @@ import importlib.util
 import json
 import multiprocessing
 import os
+import re
 import sys
 import time
 import traceback
@@ -75,6 +78,23 @@ def _matches(test_id: str, patterns: list[str]) -> bool:
     return False
 
 
+_KEYWORD_TOKEN = re.compile(r"\s*(\(|\)|[^\s()]+)")
+
+
+def _keyword_matches(test_id: str, expression: str | None) -> bool:
+    """pytest's ``-k`` on a test id: words match as case-insensitive substrings, joined
+    with ``and``, ``or``, ``not`` and parentheses."""
+    if not expression:
+        return True
+    parts = []
+    for token in _KEYWORD_TOKEN.findall(expression):
+        if token in ("(", ")", "and", "or", "not"):
+            parts.append(token)
+        else:
+            parts.append(str(token.lower() in test_id.lower()))
+    return bool(eval(" ".join(parts), {"__builtins__": {}}, {}))  # noqa: S307 - only True/False/and/or/not/()
+
+
 def _load_cases(suite_dir: Path) -> list:
     found = []
     sys.path.insert(0, str(suite_dir))
@@ -110,26 +130,37 @@ def _python_calls(fn, roots: list[str], limit: int) -> dict[str, int]:
     return dict(top)
 
 
-def _count_one(c, params: dict, test_id: str, spec: dict, shim, skip_case) -> dict:
+def _unclaimed(c, params: dict) -> str | None:
+    """Why the count tier does not claim a case by its declaration, or None."""
     declared = getattr(c, "count", None)
-    if declared is None:  # rlpace without the flag: a CPU-timed case runs in-process
+    if declared is None:  # the flag's default, or an rlpace without it: follow the timer
         declared = getattr(c, "timer", "wall") == "cpu"
     if params.get("device", "cpu") != "cpu":
-        return {"status": "not-counted", "reason": "runs on an accelerator"}
+        return "runs on an accelerator"
     if not declared:
-        return {
-            "status": "not-counted",
-            "reason": "declared: work outside this process or waits (count=False)",
-        }
+        return "declared: timed on the wall clock or count=False (workers, threads or waits)"
+    return None
+
+
+def _count_one(c, params: dict, test_id: str, spec: dict, shim, skip_case) -> dict:
+    unclaimed = _unclaimed(c, params)
+    if unclaimed is not None:
+        return {"status": "not-counted", "reason": unclaimed}
     try:
         timed = c.make(**params)
     except skip_case as exc:
         return {"status": "skipped", "reason": str(exc)}
     fn = timed.fn
     try:
-        share = 1.0
-        for _ in range(max(1, int(spec["warmup"]))):
-            share = _busy_share(fn)
+        # the best of the warm-up calls, and up to three more while it looks like
+        # waiting: a computing call preempted in a way schedstat misses reads low once,
+        # a call that sleeps reads low every time
+        warmup = max(1, int(spec["warmup"]))
+        share = 0.0
+        for i in range(warmup + 3):
+            share = max(share, _busy_share(fn))
+            if i + 1 >= warmup and share >= float(spec["busy_share"]):
+                break
         if multiprocessing.active_children():
             return {"status": "not-counted", "reason": "workers: the case runs worker processes"}
         if share < float(spec["busy_share"]):
@@ -162,10 +193,12 @@ def _count_one(c, params: dict, test_id: str, spec: dict, shim, skip_case) -> di
 def main(spec_path: str) -> int:
     spec = json.loads(Path(spec_path).read_text(encoding="utf-8"))
     progress = Path(spec["progress"])
+    plan_only = bool(spec.get("plan_only"))
     try:
-        shim = ctypes.CDLL(spec["shim"])
-        shim.rlpace_dump_stats_at.argtypes = [ctypes.c_char_p]
-        if not shim.rlpace_running_on_valgrind():
+        shim = None if plan_only else ctypes.CDLL(spec["shim"])
+        if shim is not None:
+            shim.rlpace_dump_stats_at.argtypes = [ctypes.c_char_p]
+        if shim is not None and not shim.rlpace_running_on_valgrind():
             _emit(progress, event="fatal", reason="the counting process is not under Valgrind")
             return 3
         from rlpace.bench.suite import SkipCase
@@ -182,9 +215,20 @@ def main(spec_path: str) -> int:
     for c in cases:
         for params in c.grid("cpu"):
             test_id = c.test_id(**params)
-            if _matches(test_id, spec.get("select", [])):
+            if _matches(test_id, spec.get("select", [])) and _keyword_matches(
+                test_id, spec.get("keyword")
+            ):
                 plan.append((c, params, test_id))
-    _emit(progress, event="plan", ids=[t for _, _, t in plan])
+    unclaimed = {t: _unclaimed(c, p) for c, p, t in plan}
+    _emit(
+        progress,
+        event="plan",
+        ids=[t for _, _, t in plan],
+        claimed=[t for t, why in unclaimed.items() if why is None],
+        unclaimed={t: why for t, why in unclaimed.items() if why is not None},
+    )
+    if plan_only:  # a plain process asked which cases Valgrind would have to run
+        return 0
     for c, params, test_id in plan:
         if test_id in done:
             continue

@@ -82,6 +82,9 @@ class CountSettings:
     """Python functions whose call counts are kept per case (0: no profiled call)."""
     select: tuple[str, ...] = ()
     """Test-id patterns (globs, or substrings) choosing cases; empty: all of them."""
+    keyword: str | None = None
+    """A pytest ``-k`` expression over test ids (words as substrings; ``and``, ``or``,
+    ``not``, parentheses), applied with ``select``."""
 
     def __post_init__(self) -> None:
         for name in ("calls", "warmup"):
@@ -277,54 +280,90 @@ def count_tree(
         **(environ or {}),
         **DETERMINISTIC_ENV,
     }
-    spec_path = dumps / "spec.json"
-    progress_path = dumps / "progress.jsonl"
-    log = dumps / "valgrind.log"
-    results: dict[str, dict] = {}
-    state: dict = {}
     started = time.monotonic()
-    while True:
-        spec = {
-            "suite_dir": str(tree / SUITE_DIR),
-            "shim": str(tools.shim),
-            "progress": str(progress_path),
-            "select": list(settings.select),
-            "skip": list(results),
-            "warmup": settings.warmup,
-            "calls": settings.calls,
-            "busy_share": settings.busy_share,
-            "python_calls": settings.python_calls,
-            "roots": [str(tree / "lib"), str(tree), *sorted(set(sys.path) - {""}, key=len)[::-1]],
-        }
-        spec_path.write_text(json.dumps(spec), encoding="utf-8")
-        before = len(results)
-        _run_child(
-            _command(tools, python, dumps, spec_path),
-            env,
-            _Progress(progress_path),
-            results,
-            state,
-            settings,
-            on_case,
-            log,
-        )
-        if "fatal" in state and "plan" not in state:
-            raise CountUnavailable(
-                f"{tree}: the suite could not be imported under Valgrind: {state['fatal']}"
+    paths = _Paths(dumps / "spec.json", dumps / "progress.jsonl", dumps / "valgrind.log")
+    results: dict[str, dict] = {}
+    plain = _plain_plan(python, env, paths, _spec(tree, settings, paths, (), ""))
+    if plain.get("ids") is not None and not plain.get("claimed"):
+        # nothing to count: no Valgrind process, no instrumented imports
+        state: dict = {"plan": plain["ids"]}
+        results = {i: {"status": "not-counted", "reason": r} for i, r in plain["unclaimed"].items()}
+    else:
+        state = {}
+        while True:
+            spec = _spec(tree, settings, paths, tuple(results), str(tools.shim))
+            paths.spec.write_text(json.dumps(spec), encoding="utf-8")
+            paths.progress.unlink(missing_ok=True)  # a restart reports afresh
+            before = len(results)
+            _run_child(
+                _command(tools, python, dumps, paths.spec),
+                env,
+                _Progress(paths.progress),
+                results,
+                state,
+                settings,
+                on_case,
+                paths.log,
             )
-        plan = state.get("plan", [])
-        if all(i in results for i in plan) or len(results) == before:
-            break
+            if "fatal" in state and "plan" not in state:
+                raise CountUnavailable(
+                    f"{tree}: the suite could not be imported under Valgrind: {state['fatal']}"
+                )
+            if all(i in results for i in state.get("plan", [])) or len(results) == before:
+                break
     reason = state.get("fatal", "the Valgrind process ended before this case")
-    for test_id in state.get("plan", []):
+    plan = state.get("plan") or []
+    for test_id in plan:
         results.setdefault(test_id, {"status": "crashed", "reason": reason})
     found = read_dumps(dumps)
     run = CountRun(
         meta=_meta(tools, python, tree, settings, time.monotonic() - started),
-        cases=tuple(_case(i, results[i], found, settings, output) for i in state.get("plan", [])),
+        cases=tuple(_case(i, results[i], found, settings, output) for i in plan),
     )
     write_counts(run, output)
     return run
+
+
+@dataclass(frozen=True)
+class _Paths:
+    spec: Path
+    progress: Path
+    log: Path
+
+
+def _spec(tree: Path, settings: CountSettings, paths: _Paths, skip: tuple, shim: str) -> dict:
+    roots = [str(tree / "lib"), str(tree), *sorted(set(sys.path) - {""}, key=len)[::-1]]
+    return {
+        "suite_dir": str(tree / SUITE_DIR),
+        "shim": shim,
+        "progress": str(paths.progress),
+        "select": list(settings.select),
+        "keyword": settings.keyword,
+        "skip": list(skip),
+        "warmup": settings.warmup,
+        "calls": settings.calls,
+        "busy_share": settings.busy_share,
+        "python_calls": settings.python_calls,
+        "roots": roots,
+    }
+
+
+def _plain_plan(python: Path, env: Mapping[str, str], paths: _Paths, spec: dict) -> dict:
+    """The selection and which cases are claimed, from a plain (un-instrumented) import;
+    empty when that failed (Valgrind's run then says why)."""
+    paths.spec.write_text(json.dumps({**spec, "plan_only": True}), encoding="utf-8")
+    with paths.log.open("ab") as err:
+        subprocess.run(  # noqa: S603 - our own command line
+            [str(python), str(CHILD_SCRIPT), str(paths.spec)],
+            env=dict(env),
+            stdout=err,
+            stderr=err,
+            check=False,
+        )
+    events = _Progress(paths.progress).new()
+    paths.progress.unlink(missing_ok=True)
+    plans = [e for e in events if e.get("event") == "plan"]
+    return plans[0] if plans else {}
 
 
 def _case(

@@ -167,6 +167,21 @@ def _reason(side: str, case: CaseCount | None) -> str:
     return f"{side}: {case.status}" + (f" ({case.reason})" if case.reason else "")
 
 
+def _reasons(head: CaseCount | None, base: CaseCount | None) -> str:
+    """One reason when both sides agree (``waits: ...``), else one per side."""
+    if (
+        head is not None
+        and base is not None
+        and (head.status, head.reason)
+        == (
+            base.status,
+            base.reason,
+        )
+    ):
+        return head.reason or head.status
+    return _reason("head", head) + "; " + _reason("base", base)
+
+
 def compare_counts(
     head: CountRun,
     base: CountRun,
@@ -193,18 +208,10 @@ def compare_counts(
         hc, bc = h.get(test_id), b.get(test_id)
         if hc is None or bc is None:
             verdict = "new" if bc is None else "removed"
-            changes.append(
-                CountChange(
-                    test_id, verdict, reason=_reason("head", hc) + "; " + _reason("base", bc)
-                )
-            )
+            changes.append(CountChange(test_id, verdict, reason=_reasons(hc, bc)))
             continue
         if not (hc.counted and bc.counted):
-            changes.append(
-                CountChange(
-                    test_id, "not-counted", reason=_reason("head", hc) + "; " + _reason("base", bc)
-                )
-            )
+            changes.append(CountChange(test_id, "not-counted", reason=_reasons(hc, bc)))
             continue
         gate_of = gates.get(test_id)
         gate = gate_of.threshold(k, floor) if gate_of else max(default_gate, floor)
