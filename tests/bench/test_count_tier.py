@@ -295,3 +295,24 @@ def test_a_suite_with_nothing_to_count_starts_no_valgrind(tmp_path):
     run = count_tree(tmp_path / "tree", tmp_path / "out.json")
     assert [(c.test_id, c.status) for c in run.cases] == [("test_wall", "not-counted")]
     assert not list((tmp_path / "out.dumps").glob("cg.*"))
+
+
+@needs_valgrind
+def test_asv_tracks_the_counts_of_the_claimed_cases(tmp_path, monkeypatch):
+    import importlib
+    import sys
+
+    tree = _tree(tmp_path / "tree", "")
+    monkeypatch.setenv("RLPACE_SUITE_DIR", str(tree / "tests" / "benchmarks"))
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "asv_bench"))
+    for name in [n for n in sys.modules if n == "benchmarks" or n.startswith("benchmarks.")]:
+        monkeypatch.delitem(sys.modules, name)
+    counts = importlib.import_module("benchmarks.counts").Counts
+    assert counts.params == [["test_loop[3000]", "test_dict[500]", "test_sleep[30]"]]
+    bench = counts()
+    data = bench.setup_cache()
+    bench.setup(data, "test_loop[3000]")
+    assert bench.track_instructions(data, "test_loop[3000]") > 10_000
+    assert bench.track_estimated_cycles(data, "test_loop[3000]") > 10_000
+    with pytest.raises(NotImplementedError, match="waits"):
+        bench.setup(data, "test_sleep[30]")

@@ -42,6 +42,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--out-dir", default="reports/pr", help="where reports go")
     parser.add_argument(
+        "--no-counts", dest="counts", action="store_false", help="skip the Callgrind count tier"
+    )
+    parser.add_argument(
         "--quick", action="store_true", help="2 repeats, shorter timing, no torchrl twins"
     )
     parser.add_argument("-k", dest="keyword", default=None, help="pytest -k expression")
@@ -97,6 +100,7 @@ def main(args: argparse.Namespace) -> int:
         cache_dir=Path(args.cache_dir) if args.cache_dir else None,
         settings=settings,
         confirm=args.confirm,
+        counts=args.counts,
     )
     return run_pr_command(config, fail_on_regression=args.fail_on_regression)
 

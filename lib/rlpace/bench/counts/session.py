@@ -252,10 +252,13 @@ def count_tree(
     environ: Mapping[str, str] | None = None,
     toolchain: Toolchain | None = None,
     on_case: Callable[[str, str], None] | None = None,
+    suite_dir: Path | None = None,
 ) -> CountRun:
     """Count every selected case of ``tree``'s suite and write the count file ``output``.
 
-    The dumps go to ``<output without .json>.dumps/`` beside it.
+    The dumps go to ``<output without .json>.dumps/`` beside it. ``suite_dir`` defaults
+    to ``<tree>/tests/benchmarks``; ``PYTHONPATH`` starts with ``<tree>/lib`` unless
+    ``environ`` sets it.
 
     Raises:
         CountUnavailable: Valgrind, its header or gcc is missing, or the suite could
@@ -280,10 +283,11 @@ def count_tree(
         **(environ or {}),
         **DETERMINISTIC_ENV,
     }
+    suite = Path(suite_dir).resolve() if suite_dir is not None else tree / SUITE_DIR
     started = time.monotonic()
     paths = _Paths(dumps / "spec.json", dumps / "progress.jsonl", dumps / "valgrind.log")
     results: dict[str, dict] = {}
-    plain = _plain_plan(python, env, paths, _spec(tree, settings, paths, (), ""))
+    plain = _plain_plan(python, env, paths, _spec(tree, suite, settings, paths, (), ""))
     if plain.get("ids") is not None and not plain.get("claimed"):
         # nothing to count: no Valgrind process, no instrumented imports
         state: dict = {"plan": plain["ids"]}
@@ -291,7 +295,7 @@ def count_tree(
     else:
         state = {}
         while True:
-            spec = _spec(tree, settings, paths, tuple(results), str(tools.shim))
+            spec = _spec(tree, suite, settings, paths, tuple(results), str(tools.shim))
             paths.spec.write_text(json.dumps(spec), encoding="utf-8")
             paths.progress.unlink(missing_ok=True)  # a restart reports afresh
             before = len(results)
@@ -331,10 +335,12 @@ class _Paths:
     log: Path
 
 
-def _spec(tree: Path, settings: CountSettings, paths: _Paths, skip: tuple, shim: str) -> dict:
+def _spec(
+    tree: Path, suite: Path, settings: CountSettings, paths: _Paths, skip: tuple, shim: str
+) -> dict:
     roots = [str(tree / "lib"), str(tree), *sorted(set(sys.path) - {""}, key=len)[::-1]]
     return {
-        "suite_dir": str(tree / SUITE_DIR),
+        "suite_dir": str(suite),
         "shim": shim,
         "progress": str(paths.progress),
         "select": list(settings.select),
