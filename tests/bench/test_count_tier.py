@@ -316,3 +316,46 @@ def test_asv_tracks_the_counts_of_the_claimed_cases(tmp_path, monkeypatch):
     assert bench.track_estimated_cycles(data, "test_loop[3000]") > 10_000
     with pytest.raises(NotImplementedError, match="waits"):
         bench.setup(data, "test_sleep[30]")
+
+
+def test_the_comment_shows_count_and_time_side_by_side_and_why():
+    from rlpace.bench.counts.why import Growth, RegressionCause
+    from rlpace.bench.render import render_report
+
+    timing = Comparison(
+        rows=(
+            BenchmarkChange("t.py::a", "a", Verdict.UNCHANGED, median_change_pct=-0.3),
+            BenchmarkChange("t.py::w", "w", Verdict.UNCHANGED, median_change_pct=1.0),
+        )
+    )
+    base = CountRun(
+        {},
+        (
+            CaseCount("a", "counted", instructions=1e6, cycles=2e6),
+            CaseCount("w", "not-counted", reason="waits: 3%"),
+        ),
+    )
+    head = CountRun(
+        {},
+        (
+            CaseCount("a", "counted", instructions=1.03e6, cycles=2.1e6),
+            CaseCount("w", "not-counted", reason="waits: 3%"),
+        ),
+    )
+    cause = RegressionCause(
+        "a",
+        3e4,
+        (Growth("ceval.c:_PyEval_EvalFrameDefault", 9e5, 9.3e5),),
+        (Growth("rlpace/data/_buffer.py:_check", 0, 64),),
+    )
+    tier = CountTier(changes=tuple(compare_counts(head, base)), causes={"a": cause}, wall_s=90)
+    text = render_report({"cpu": apply_count_tier(timing, tier)}, title="PR")
+    assert "#### Counts (instructions under Callgrind)" in text
+    row = next(line for line in text.splitlines() if line.startswith("| a | +3.00%"))
+    assert "+5.00%" in row and "+0.3%" in row and "time did not move enough to flag" in row
+    assert "<details><summary>Why did a regress? (+30,000 instructions per call)" in text
+    assert "| `rlpace/data/_buffer.py:_check` | 0 | 64 |" in text
+    assert "- w: waits: 3%" in text
+    off = apply_count_tier(timing, CountTier(unavailable="valgrind is not installed"))
+    assert "_Count tier off: valgrind is not installed._" in render_report({"cpu": off})
+    assert "Counts (instructions" not in render_report({"cpu": timing})

@@ -513,7 +513,12 @@ def _count_tier(config: PipelineConfig, repo: Path, base: BaseCheckout, cache: P
         base_python=base.python,
         out_dir=cache / "counts",
         environ=environ,
-        settings=CountSettings(keyword=config.effective_keyword),
+        # the torchrl twins run the same torchrl on both sides: their counts cannot move
+        settings=CountSettings(
+            keyword=f"({config.effective_keyword}) and not torchrl"
+            if config.effective_keyword
+            else "not torchrl"
+        ),
         gates_file=repo / GATES_FILE,
     )
 
