@@ -44,7 +44,8 @@ class Counts:
 
     def setup_cache(self):
         try:
-            from rlpace.bench.counts import CountSettings, CountUnavailable, count_tree
+            from rlpace.bench.counts.session import CountSettings, count_tree
+            from rlpace.bench.counts.toolchain import CountUnavailable
         except ImportError:
             return {"unavailable": "this commit's rlpace has no count tier"}
         suite = suite_dir()

@@ -17,20 +17,18 @@ import pytest
 
 from rlpace.bench.cli import main as cli_main
 from rlpace.bench.compare import BenchmarkChange, Comparison, Verdict
-from rlpace.bench.counts import (
-    CaseCount,
-    CountJob,
-    CountRun,
-    CountSettings,
-    compare_counts,
-    count_tree,
-    count_trees,
-    gate_from_aa,
-)
 from rlpace.bench.counts.dumps import inclusive_costs, read_dump
-from rlpace.bench.counts.records import count_differences, read_counts, write_counts
+from rlpace.bench.counts.records import (
+    CaseCount,
+    CountRun,
+    count_differences,
+    read_counts,
+    write_counts,
+)
+from rlpace.bench.counts.session import CountJob, CountSettings, count_tree, count_trees
 from rlpace.bench.counts.tier import CountTier, apply_count_tier, run_count_tier
 from rlpace.bench.counts.toolchain import CountUnavailable, find_toolchain
+from rlpace.bench.counts.verdict import compare_counts, gate_from_aa
 from rlpace.bench.counts.why import explain_regression
 from rlpace.bench.errors import EnvironmentMismatchError
 

@@ -13,36 +13,9 @@ shim), :mod:`~rlpace.bench.counts.session` (the counting process),
 :mod:`~rlpace.bench.counts.why` (what grew between two dumps).
 
 Example:
-    >>> from rlpace.bench.counts import CountSettings, relative_change
+    >>> from rlpace.bench.counts.verdict import relative_change
     >>> relative_change(1.02e6, 1.0e6)
     0.02
 """
 
-from rlpace.bench.counts.records import CaseCount, CountRun, read_counts, write_counts
-from rlpace.bench.counts.session import CountJob, CountSettings, count_tree, count_trees
-from rlpace.bench.counts.toolchain import CountUnavailable, find_toolchain
-from rlpace.bench.counts.verdict import (
-    CountChange,
-    CountGate,
-    compare_counts,
-    gate_from_aa,
-    relative_change,
-)
-
-__all__ = [
-    "CaseCount",
-    "CountChange",
-    "CountGate",
-    "CountJob",
-    "CountRun",
-    "CountSettings",
-    "CountUnavailable",
-    "compare_counts",
-    "count_tree",
-    "count_trees",
-    "find_toolchain",
-    "gate_from_aa",
-    "read_counts",
-    "relative_change",
-    "write_counts",
-]
+__all__: list[str] = []  # the public names live in the submodules above

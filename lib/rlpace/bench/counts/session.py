@@ -1,7 +1,7 @@
 """Count a tree's cases in one Valgrind process (restarted only past a case that hangs).
 
 ``import torch`` under Valgrind costs about 30 s, so every case of a tree shares one
-Callgrind process: :mod:`rlpace.bench.counts._child` imports the suite once and issues
+Callgrind process: the counting script ``_child.py`` imports the suite once and issues
 client requests around each measured call, one dump per case. This module starts that
 process with CodSpeed's settings (cache simulation with a 32 KiB 8-way I1/D1 and an
 8 MiB 16-way LL, instrumentation off at start, ``setarch -R`` for a fixed address
