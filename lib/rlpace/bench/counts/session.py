@@ -238,11 +238,29 @@ def _run_child(
                 break
             time.sleep(0.2)
         if current is not None:  # the process died inside a case
-            tail = log.read_text(errors="replace").strip().splitlines()[-1:] or [""]
             results[current[0]] = {
                 "status": "crashed",
-                "reason": f"Valgrind process exited {proc.returncode} ({tail[0][-160:]})",
+                "reason": _crash_reason(log.read_text(errors="replace"), proc.returncode),
             }
+
+
+def _crash_reason(log: str, returncode: int | None) -> str:
+    """What killed the counting process, from Valgrind's log.
+
+    Example:
+        >>> _crash_reason("==1== Process terminating with default action of signal 4 (SIGILL)", -4)
+        'Valgrind cannot execute an instruction of this CPU (SIGILL), e.g. AVX-512 code that torch.compile built for this host; timing only'
+    """
+    lines = [line for line in log.strip().splitlines() if "Process terminating" in line]
+    if lines and "SIGILL" in lines[-1]:
+        return (
+            "Valgrind cannot execute an instruction of this CPU (SIGILL), e.g. AVX-512 code "
+            "that torch.compile built for this host; timing only"
+        )
+    if lines:
+        return f"the Valgrind process died: {lines[-1].split('==', 2)[-1].strip()[:160]}"
+    tail = (log.strip().splitlines() or [""])[-1]
+    return f"the Valgrind process exited {returncode} ({tail[-160:]})"
 
 
 def count_tree(
