@@ -78,6 +78,20 @@ def estimated_cycles(events: Mapping[str, float]) -> float | None:
     return float((accesses - l1_miss) + 5 * (l1_miss - ram) + 35 * ram)
 
 
+def _signed(value: int) -> float:
+    """Callgrind writes its 64-bit counters unsigned; after ``ZERO_STATS`` in the middle
+    of a run, a cache-miss counter can dip below zero and wrap to ~1.8e19. Read it as
+    the signed value and clamp at zero.
+
+    Example:
+        >>> _signed(2**64 - 3), _signed(42)
+        (0.0, 42.0)
+    """
+    if value >= 2**63:
+        value -= 2**64
+    return float(max(value, 0))
+
+
 def read_dump(path: Path) -> Dump | None:
     """The header of one dump; None for a dump not triggered by a client request
     (the one Callgrind writes at exit).
@@ -96,7 +110,7 @@ def read_dump(path: Path) -> Dump | None:
                 elif line.startswith("events:"):
                     names = line.split()[1:]
                 elif line.startswith("summary:") and trigger is not None and names:
-                    values = [float(v) for v in line.split()[1:]]
+                    values = [_signed(int(v)) for v in line.split()[1:]]
                     return Dump(Path(path), trigger, dict(zip(names, values, strict=False)))
     except OSError:
         return None
