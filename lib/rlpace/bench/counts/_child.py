@@ -32,6 +32,7 @@ import json
 import multiprocessing
 import os
 import re
+import statistics
 import sys
 import time
 import traceback
@@ -48,34 +49,30 @@ def _emit(progress: Path, **record: object) -> None:
 
 
 def _run_delay() -> int:
-    """ns the threads of this process have spent queued for a CPU (0 where unknown).
-
-    Summed over every thread: under Valgrind, threads run one at a time, so work
-    handed to a helper thread (a tokenizer's, say) waits in the run queue of that
-    thread, not of the caller's.
-    """
-    total = 0
+    """ns this thread has spent queued for a CPU (0 where unknown)."""
     try:
-        tasks = list(Path("/proc/self/task").iterdir())
-    except OSError:
+        return int(Path("/proc/thread-self/schedstat").read_text().split()[1])
+    except (OSError, ValueError, IndexError):
         return 0
-    for task in tasks:
-        try:
-            total += int((task / "schedstat").read_text().split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-    return total
 
 
-def _busy_share(fn) -> tuple[float, float]:
-    """(share of one call's wall time spent computing, its wall time in seconds); time
-    spent queued for a CPU does not count (a loaded machine does not make a computing
-    case look like it waits)."""
+def _busy_share(fn) -> tuple[float | None, float]:
+    """(share of one call's wall time spent computing, its wall time in seconds).
+
+    Time the thread spent queued for a CPU is taken off the wall time, so a loaded
+    machine does not make a computing case look like it waits. A reading where that
+    queued time is more than half the call is too uncertain to tell: its share is None.
+    """
     w0, c0, q0 = time.perf_counter(), time.process_time(), _run_delay()
     fn()
     w1, c1, q1 = time.perf_counter(), time.process_time(), _run_delay()
-    wall = (w1 - w0) - (q1 - q0) / 1e9
-    return (1.0 if wall <= 1e-4 else min(1.0, (c1 - c0) / wall)), w1 - w0
+    raw = w1 - w0
+    if raw <= 1e-4:
+        return 1.0, raw
+    queued = (q1 - q0) / 1e9
+    if queued > 0.5 * raw:
+        return None, raw
+    return min(1.0, (c1 - c0) / (raw - queued)), raw
 
 
 def _matches(test_id: str, patterns: list[str]) -> bool:
@@ -168,12 +165,18 @@ def _count_one(c, params: dict, test_id: str, spec: dict, shim, skip_case) -> di
         # waiting: a computing call preempted in a way schedstat misses reads low once,
         # a call that sleeps reads low every time
         warmup = max(1, int(spec["warmup"]))
-        share, seconds = 0.0, 0.0
+        # the median clear reading of the warm-up calls, and of up to three more while
+        # any reads like waiting (one call can pay Valgrind's translation of new code,
+        # one can be preempted); no clear reading at all (a machine so loaded that
+        # every call mostly queued): trust the case's declaration
+        readings, seconds = [], 0.0
         for i in range(warmup + 3):
             reading, seconds = _busy_share(fn)
-            share = max(share, reading)
-            if i + 1 >= warmup and share >= float(spec["busy_share"]):
+            if reading is not None:
+                readings.append(reading)
+            if i + 1 >= warmup and readings and min(readings) >= float(spec["busy_share"]):
                 break
+        share = statistics.median(readings) if readings else 1.0
         if multiprocessing.active_children():
             return {"status": "not-counted", "reason": "workers: the case runs worker processes"}
         if share < float(spec["busy_share"]):

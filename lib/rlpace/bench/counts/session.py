@@ -77,7 +77,8 @@ class CountSettings:
     """A case whose plain call computes less than this share of its wall time (time
     queued for a CPU excluded) waits on something the counts cannot see: not counted.
     A sleeping or worker-driven call reads a few percent; a computing one close to 1,
-    but lower on a loaded machine when it hands work to helper threads."""
+    but 0.4-0.5 on a loaded machine when it hands work to helper threads, whose queued
+    time this reading does not see."""
     case_timeout: float = 900.0
     """Seconds one case may take under Valgrind (setup included) before it is stopped."""
     python_calls: int = 200
