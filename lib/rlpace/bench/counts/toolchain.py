@@ -31,7 +31,14 @@ HEADER_DIRS = (Path("/usr/include"), Path("/usr/local/include"))
 
 
 class CountUnavailable(RuntimeError):
-    """The count tier cannot run here; the message says why and that timing is used."""
+    """The count tier cannot run here; the message says why and that timing is used.
+
+    Example:
+        >>> raise CountUnavailable(missing_reason(valgrind=None, gcc=None, header=False))
+        Traceback (most recent call last):
+        ...
+        rlpace.bench.counts.toolchain.CountUnavailable: valgrind is not installed (apt-get install valgrind); the count tier is off and the run falls back to timing
+    """
 
 
 @dataclass(frozen=True)
