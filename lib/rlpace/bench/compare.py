@@ -194,6 +194,20 @@ class BenchmarkChange:
     assumed_noise_pct: float = _NAN
     """The process noise assumed (not measured) because a side had one run and no
     calibration: :data:`SINGLE_RUN_NOISE` in %; NaN when the noise was measured."""
+    count_verdict: str | None = None
+    """The count tier's verdict (``regression``, ``improvement``, ``same``,
+    ``not-counted``, ...; see :mod:`rlpace.bench.counts`), None when it did not run."""
+    count_change_pct: float | None = None
+    """Instructions per call, ``(head / base - 1) * 100``: positive = more work."""
+    cycles_change_pct: float | None = None
+    """Estimated cycles per call, ``(head / base - 1) * 100``: positive = slower."""
+    count_gate_pct: float | None = None
+    """The instruction change (percent) beyond which the count tier flags."""
+    count_note: str | None = None
+    """How counts and time agree, or why the case was not counted."""
+    count_causes: Mapping[str, Any] | None = None
+    """For a count regression: the functions whose cost grew most
+    (``{"native": [[name, base, head], ...], "python": [...]}``)."""
 
     @property
     def has_base(self) -> bool:
@@ -269,6 +283,10 @@ class Comparison:
     benchmarks without a calibrated one. A confirmation of a few benchmarks borrows it."""
     confirm_repeats: int = 0
     """Runs per side of the confirmation stage (0: none ran)."""
+    count_tier: Mapping[str, Any] | None = None
+    """What the count tier did, for the reader (:mod:`rlpace.bench.counts.tier`; None
+    when it was not asked for): ``unavailable`` (why it could not run), ``warnings``,
+    ``counted``, ``not_counted``, ``wall_s``, ``gates``."""
 
     def by_verdict(self, verdict: Verdict) -> tuple[BenchmarkChange, ...]:
         """The rows with this verdict, in row order.
@@ -385,6 +403,7 @@ class Comparison:
             "calibration": None if self.calibration is None else _jsonable(dict(self.calibration)),
             "variance_prior": _jsonable(self.variance_prior),
             "confirm_repeats": self.confirm_repeats,
+            "count_tier": None if self.count_tier is None else _jsonable(dict(self.count_tier)),
             "rows": rows,
         }
 

@@ -137,6 +137,12 @@ class PipelineConfig:
     if these runs flag it too, the same way (0: no confirmation). A whole process that
     ran slow (a burst of load, the rare slow start of a multi-process case) flags
     benchmarks in a two-run comparison; it does not repeat in fresh processes."""
+    counts: bool = False
+    """Count the CPU set's single-process cases under Callgrind too, base and head side
+    by side (:mod:`rlpace.bench.counts`): a count regression is flagged whatever the
+    clock says. Without Valgrind the comment says so and timing alone judges. Off by
+    default: the whole CPU set costs about 30 CPU-minutes a side under Valgrind, more
+    than the 15-minute budget of the PR check; narrow it with ``keyword``."""
 
     def __post_init__(self) -> None:
         if self.repeats < 1:
@@ -410,6 +416,7 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
             "base": _pythonpath_first(base.tree / "lib"),
             "head": {**_pythonpath_first(repo / "lib"), **config.head_environ},
         }
+        count_tier = _count_tier(config, repo, base, cache, environ) if set_name == "cpu" else None
         runs = run_interleaved(
             set_name=set_name,
             sides=sides,
@@ -451,12 +458,40 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
                 merge_runs([load_results(p) for p in confirm_runs.head]),
                 merge_runs([load_results(p) for p in confirm_runs.base]),
             )
+        if count_tier is not None:
+            from rlpace.bench.counts.tier import apply_count_tier
+
+            comparison = apply_count_tier(comparison, count_tier)
         outcomes.append(
             _write_reports(
                 out_dir, set_name, comparison, runs, base, noise_file, differences, confirm_runs
             )
         )
     return outcomes
+
+
+def _count_tier(config: PipelineConfig, repo: Path, base: BaseCheckout, cache: Path, environ):
+    """The count tier's hook (see :mod:`rlpace.bench.counts.tier`); None when turned off."""
+    if not config.counts:
+        return None
+    from rlpace.bench.counts.session import CountSettings
+    from rlpace.bench.counts.tier import GATES_FILE, run_count_tier
+
+    return run_count_tier(
+        head_tree=repo,
+        base_tree=base.tree,
+        head_python=Path(sys.executable),
+        base_python=base.python,
+        out_dir=cache / "counts",
+        environ=environ,
+        # the torchrl twins run the same torchrl on both sides: their counts cannot move
+        settings=CountSettings(
+            keyword=f"({config.effective_keyword}) and not torchrl"
+            if config.effective_keyword
+            else "not torchrl"
+        ),
+        gates_file=repo / GATES_FILE,
+    )
 
 
 def cuda_available(python: Path) -> bool:

@@ -114,6 +114,12 @@ class Case:
             machine; use it only when all the work runs in this process (no worker
             processes, no waiting on I/O or sleeps). On CUDA a case is always timed on
             the wall clock.
+        count: whether the count tier (instructions under Callgrind, see
+            ``docs/handbook/counts.md``) claims the case: ``True`` when all its work is
+            computation in this process, ``False`` when it runs workers, threads or
+            waits; ``None`` (the default) follows ``timer``: counted when ``"cpu"``.
+            A claimed case whose call turns out to wait is still reported as not
+            counted ("waits"), never given a tiny count.
 
     Example:
         >>> c = Case("test_noop", lambda impl: (lambda: None), {"impl": ("rlpace",)})
@@ -127,6 +133,7 @@ class Case:
     gpu: bool = False
     module: str = ""
     timer: str = "wall"
+    count: bool | None = None
 
     def __post_init__(self) -> None:
         if self.timer not in TIMERS:
@@ -145,6 +152,18 @@ class Case:
         for key, values in self.params.items():
             if len(values) == 0:
                 raise ValueError(f"case {self.name!r}: parameter {key!r} has no values")
+
+    @property
+    def counted(self) -> bool:
+        """Whether the count tier claims this case (``count``, else ``timer == "cpu"``).
+
+        Example:
+            >>> Case("test_x", lambda: None, {}, timer="cpu").counted
+            True
+            >>> Case("test_x", lambda: None, {}, timer="cpu", count=False).counted
+            False
+        """
+        return self.timer == "cpu" if self.count is None else bool(self.count)
 
     @property
     def param_names(self) -> tuple[str, ...]:
@@ -397,6 +416,7 @@ def case(
     gpu: bool = False,
     name: str | None = None,
     timer: str = "wall",
+    count: bool | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Declare a benchmark case; the decorated setup function stays callable as before.
 
@@ -414,6 +434,8 @@ def case(
         ...     return lambda: sum(range(n))
         >>> test_sum.__rlpace_case__.timer_for(n=8)
         'cpu'
+        >>> test_sum.__rlpace_case__.counted   # and so the count tier claims it
+        True
     """
 
     def decorate(setup: Callable[..., Any]) -> Callable[..., Any]:
@@ -424,6 +446,7 @@ def case(
             gpu=gpu,
             module=setup.__module__,
             timer=timer,
+            count=count,
         )
         _REGISTRY[f"{c.module}:{c.name}"] = c
         setup.__rlpace_case__ = c  # type: ignore[attr-defined]

@@ -42,6 +42,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--out-dir", default="reports/pr", help="where reports go")
     parser.add_argument(
+        "--counts",
+        action="store_true",
+        help="also count instructions per call under Callgrind, base and head side by side "
+        "(the count tier; about 30 CPU-minutes a side for the whole CPU set, so narrow it "
+        "with -k)",
+    )
+    parser.add_argument(
         "--quick", action="store_true", help="2 repeats, shorter timing, no torchrl twins"
     )
     parser.add_argument("-k", dest="keyword", default=None, help="pytest -k expression")
@@ -97,6 +104,7 @@ def main(args: argparse.Namespace) -> int:
         cache_dir=Path(args.cache_dir) if args.cache_dir else None,
         settings=settings,
         confirm=args.confirm,
+        counts=args.counts,
     )
     return run_pr_command(config, fail_on_regression=args.fail_on_regression)
 

@@ -1,0 +1,264 @@
+"""The process that runs inside Valgrind: import the suite once, count every case.
+
+Started as a *script* (``python _child.py SPEC.json``), never imported as
+``rlpace.bench.counts._child``: the tree under measurement (a base checkout) may be an
+older rlpace without this package, so this file needs only the standard library and
+the case contract of ``rlpace.bench.suite`` (``__rlpace_case__`` with ``name``,
+``grid``, ``test_id``, ``make``; a ``SkipCase`` exception; optional ``count``).
+
+Protocol, one JSON object per line appended to the progress file:
+
+- ``{"event": "plan", "ids": [...], "claimed": [...]}`` once, after the case modules
+  are imported (with ``"plan_only": true`` in the spec the process stops there: run
+  without Valgrind, it tells the parent whether any case needs counting at all);
+- ``{"event": "start", "id": ...}`` before a case's setup;
+- ``{"event": "done", "id": ..., "status": ..., "reason": ..., ...}`` after it;
+- ``{"event": "fatal", "reason": ...}`` when nothing more can run.
+
+Per counted case: its setup and ``warmup`` plain calls run with instrumentation off
+(the plain calls decide whether the case computes or waits); then, with the garbage
+collector off, instrumentation on, one call warms the simulated caches,
+``CALLGRIND_ZERO_STATS``, ``calls`` measured calls, ``CALLGRIND_DUMP_STATS_AT(<id>)``
+and instrumentation off. The parent reads the dump whose trigger names the case.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import fnmatch
+import gc
+import importlib.util
+import json
+import multiprocessing
+import os
+import re
+import statistics
+import sys
+import time
+import traceback
+from pathlib import Path
+
+MODULE_PREFIX = "rlpace_count_cases"
+
+
+def _emit(progress: Path, **record: object) -> None:
+    with progress.open("a", encoding="utf-8") as fh:
+        fh.write(json.dumps(record) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _run_delay() -> int:
+    """ns this thread has spent queued for a CPU (0 where unknown)."""
+    try:
+        return int(Path("/proc/thread-self/schedstat").read_text().split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _busy_share(fn) -> tuple[float | None, float]:
+    """(share of one call's wall time spent computing, its wall time in seconds).
+
+    Time the thread spent queued for a CPU is taken off the wall time, so a loaded
+    machine does not make a computing case look like it waits. A reading where that
+    queued time is more than half the call is too uncertain to tell: its share is None.
+    """
+    w0, c0, q0 = time.perf_counter(), time.process_time(), _run_delay()
+    fn()
+    w1, c1, q1 = time.perf_counter(), time.process_time(), _run_delay()
+    raw = w1 - w0
+    if raw <= 1e-4:
+        return 1.0, raw
+    queued = (q1 - q0) / 1e9
+    if queued > 0.5 * raw:
+        return None, raw
+    return min(1.0, (c1 - c0) / (raw - queued)), raw
+
+
+def _matches(test_id: str, patterns: list[str]) -> bool:
+    if not patterns:
+        return True
+    for pattern in patterns:
+        if any(ch in pattern for ch in "*?"):
+            if fnmatch.fnmatchcase(test_id, pattern.replace("[", "[[]")):
+                return True
+        elif pattern in test_id:
+            return True
+    return False
+
+
+_KEYWORD_TOKEN = re.compile(r"\s*(\(|\)|[^\s()]+)")
+
+
+def _keyword_matches(test_id: str, expression: str | None) -> bool:
+    """pytest's ``-k`` on a test id: words match as case-insensitive substrings, joined
+    with ``and``, ``or``, ``not`` and parentheses."""
+    if not expression:
+        return True
+    parts = []
+    for token in _KEYWORD_TOKEN.findall(expression):
+        if token in ("(", ")", "and", "or", "not"):
+            parts.append(token)
+        else:
+            parts.append(str(token.lower() in test_id.lower()))
+    return bool(eval(" ".join(parts), {"__builtins__": {}}, {}))  # noqa: S307 - only True/False/and/or/not/()
+
+
+def _load_cases(suite_dir: Path) -> list:
+    found = []
+    sys.path.insert(0, str(suite_dir))
+    for path in sorted(suite_dir.glob("test_*.py")):
+        name = f"{MODULE_PREFIX}.{path.stem}"
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        for value in vars(module).values():
+            c = getattr(value, "__rlpace_case__", None)
+            if c is not None and c not in found:
+                found.append(c)
+    return found
+
+
+def _python_calls(fn, roots: list[str], limit: int) -> dict[str, int]:
+    """Python-level call counts of one call, keyed ``relative/path.py:function``."""
+    import cProfile
+    import pstats
+
+    profiler = cProfile.Profile()
+    profiler.runcall(fn)
+    calls: dict[str, int] = {}
+    for (filename, _line, func), row in pstats.Stats(profiler).stats.items():
+        for root in roots:
+            if filename.startswith(root):
+                filename = filename[len(root) :].lstrip("/")
+                break
+        key = f"{filename}:{func}"
+        calls[key] = calls.get(key, 0) + int(row[1])
+    top = sorted(calls.items(), key=lambda kv: -kv[1])[:limit]
+    return dict(top)
+
+
+def _unclaimed(c, params: dict) -> str | None:
+    """Why the count tier does not claim a case by its declaration, or None."""
+    declared = getattr(c, "count", None)
+    if declared is None:  # the flag's default, or an rlpace without it: follow the timer
+        declared = getattr(c, "timer", "wall") == "cpu"
+    if params.get("device", "cpu") != "cpu":
+        return "runs on an accelerator"
+    if not declared:
+        return "declared: timed on the wall clock or count=False (workers, threads or waits)"
+    return None
+
+
+def _count_one(c, params: dict, test_id: str, spec: dict, shim, skip_case) -> dict:
+    unclaimed = _unclaimed(c, params)
+    if unclaimed is not None:
+        return {"status": "not-counted", "reason": unclaimed}
+    try:
+        timed = c.make(**params)
+    except skip_case as exc:
+        return {"status": "skipped", "reason": str(exc)}
+    fn = timed.fn
+    try:
+        # the best of the warm-up calls, and up to three more while it looks like
+        # waiting: a computing call preempted in a way schedstat misses reads low once,
+        # a call that sleeps reads low every time
+        warmup = max(1, int(spec["warmup"]))
+        # the median clear reading of the warm-up calls, and of up to three more while
+        # any reads like waiting (one call can pay Valgrind's translation of new code,
+        # one can be preempted); no clear reading at all (a machine so loaded that
+        # every call mostly queued): trust the case's declaration
+        readings, seconds = [], 0.0
+        for i in range(warmup + 3):
+            reading, seconds = _busy_share(fn)
+            if reading is not None:
+                readings.append(reading)
+            if i + 1 >= warmup and readings and min(readings) >= float(spec["busy_share"]):
+                break
+        share = statistics.median(readings) if readings else 1.0
+        if multiprocessing.active_children():
+            return {"status": "not-counted", "reason": "workers: the case runs worker processes"}
+        if share < float(spec["busy_share"]):
+            return {
+                "status": "not-counted",
+                "reason": f"waits: the call computes {share:.0%} of its wall time",
+                "busy_share": share,
+            }
+        gc.collect()
+        gc.disable()
+        try:
+            shim.rlpace_start_instrumentation()
+            if seconds < float(spec.get("warm_cache_below_s", 1.0)):
+                # warms the simulated caches (not counted); a long call's cold misses
+                # are a negligible share of it, and its instrumented call costs minutes
+                fn()
+            shim.rlpace_zero_stats()
+            for _ in range(int(spec["calls"])):
+                fn()
+            shim.rlpace_dump_stats_at(test_id.encode())
+            shim.rlpace_stop_instrumentation()
+        finally:
+            gc.enable()
+        out = {"status": "counted", "reason": "", "busy_share": share}
+        if spec.get("python_calls"):
+            out["python_calls"] = _python_calls(fn, spec["roots"], int(spec["python_calls"]))
+        return out
+    finally:
+        if timed.teardown is not None:
+            timed.teardown()
+
+
+def main(spec_path: str) -> int:
+    spec = json.loads(Path(spec_path).read_text(encoding="utf-8"))
+    progress = Path(spec["progress"])
+    plan_only = bool(spec.get("plan_only"))
+    try:
+        shim = None if plan_only else ctypes.CDLL(spec["shim"])
+        if shim is not None:
+            shim.rlpace_dump_stats_at.argtypes = [ctypes.c_char_p]
+        if shim is not None and not shim.rlpace_running_on_valgrind():
+            _emit(progress, event="fatal", reason="the counting process is not under Valgrind")
+            return 3
+        from rlpace.bench.suite import SkipCase
+
+        cases = _load_cases(Path(spec["suite_dir"]))
+        if "torch" in sys.modules:
+            sys.modules["torch"].set_num_threads(1)
+    except Exception as exc:  # noqa: BLE001 - reported to the parent, which names the case
+        tail = traceback.format_exc(limit=3).strip().splitlines()[-1]
+        _emit(progress, event="fatal", reason=f"{type(exc).__name__}: {exc} ({tail})")
+        return 3
+    done = set(spec.get("skip", []))
+    plan = []
+    for c in cases:
+        for params in c.grid("cpu"):
+            test_id = c.test_id(**params)
+            if _matches(test_id, spec.get("select", [])) and _keyword_matches(
+                test_id, spec.get("keyword")
+            ):
+                plan.append((c, params, test_id))
+    unclaimed = {t: _unclaimed(c, p) for c, p, t in plan}
+    _emit(
+        progress,
+        event="plan",
+        ids=[t for _, _, t in plan],
+        claimed=[t for t, why in unclaimed.items() if why is None],
+        unclaimed={t: why for t, why in unclaimed.items() if why is not None},
+    )
+    if plan_only:  # a plain process asked which cases Valgrind would have to run
+        return 0
+    for c, params, test_id in plan:
+        if test_id in done:
+            continue
+        _emit(progress, event="start", id=test_id)
+        try:
+            result = _count_one(c, params, test_id, spec, shim, SkipCase)
+        except Exception as exc:  # noqa: BLE001 - one failing case must not end the run
+            result = {"status": "failed", "reason": f"{type(exc).__name__}: {exc}"}
+        _emit(progress, event="done", id=test_id, **result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))

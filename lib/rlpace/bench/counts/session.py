@@ -1,0 +1,471 @@
+"""Count a tree's cases in one Valgrind process (restarted only past a case that hangs).
+
+``import torch`` under Valgrind costs about 30 s, so every case of a tree shares one
+Callgrind process: the counting script ``_child.py`` imports the suite once and issues
+client requests around each measured call, one dump per case. This module starts that
+process with CodSpeed's settings (cache simulation with a 32 KiB 8-way I1/D1 and an
+8 MiB 16-way LL, instrumentation off at start, ``setarch -R`` for a fixed address
+layout where the kernel allows it, ``PYTHONHASHSEED=0``, ``PYTHONMALLOC=malloc``, one
+thread), follows its progress file, stops it when a case runs past
+:attr:`CountSettings.case_timeout` (that case is ``timed-out``; a fresh process goes on
+with the next), and joins the dumps to the cases. :func:`count_trees` counts several
+trees side by side, one process each: counts do not depend on load, so base and head
+take one core each.
+
+Example:
+    >>> CountSettings().calls
+    1
+    >>> count_tree(Path("."), Path("reports/counts/head.json"))  # doctest: +SKIP
+    CountRun(meta={...}, cases=(...))
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from rlpace.bench.counts.dumps import read_dumps
+from rlpace.bench.counts.records import CaseCount, CountRun, write_counts
+from rlpace.bench.counts.toolchain import CountUnavailable, Toolchain, find_toolchain
+
+__all__ = ["CACHE_GEOMETRY", "CountJob", "CountSettings", "count_tree", "count_trees"]
+
+CACHE_GEOMETRY = ("--I1=32768,8,64", "--D1=32768,8,64", "--LL=8388608,16,64")
+"""The simulated caches (CodSpeed's): recorded in every count file."""
+
+CHILD_SCRIPT = Path(__file__).with_name("_child.py")
+SUITE_DIR = Path("tests") / "benchmarks"
+
+DETERMINISTIC_ENV = {
+    "PYTHONHASHSEED": "0",
+    "PYTHONMALLOC": "malloc",
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "RLPACE_BENCH_THREADS": "1",
+}
+"""Environment of the counting process: fixed hash seed, the system allocator (which
+Valgrind tracks), one thread."""
+
+
+@dataclass(frozen=True)
+class CountSettings:
+    """How a tree is counted.
+
+    Example:
+        >>> CountSettings(calls=0)
+        Traceback (most recent call last):
+        ...
+        ValueError: CountSettings.calls: expected an integer >= 1, got 0; pass 1 or more
+    """
+
+    calls: int = 1
+    """Measured calls per case; the counts are per call (their mean)."""
+    warmup: int = 2
+    """Plain calls before the counted ones (warm caches and lazy initialisation; the
+    last one feeds the wait guard)."""
+    busy_share: float = 0.25
+    """A case whose plain call computes less than this share of its wall time (time
+    queued for a CPU excluded) waits on something the counts cannot see: not counted.
+    A sleeping or worker-driven call reads a few percent; a computing one close to 1,
+    but 0.4-0.5 on a loaded machine when it hands work to helper threads, whose queued
+    time this reading does not see."""
+    case_timeout: float = 900.0
+    """Seconds one case may take under Valgrind (setup included) before it is stopped."""
+    python_calls: int = 200
+    """Python functions whose call counts are kept per case (0: no profiled call)."""
+    select: tuple[str, ...] = ()
+    """Test-id patterns (globs, or substrings) choosing cases; empty: all of them."""
+    keyword: str | None = None
+    """A pytest ``-k`` expression over test ids (words as substrings; ``and``, ``or``,
+    ``not``, parentheses), applied with ``select``."""
+
+    def __post_init__(self) -> None:
+        for name in ("calls", "warmup"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(
+                    f"CountSettings.{name}: expected an integer >= 1, got {value!r}; pass 1 or more"
+                )
+        if not 0 <= self.busy_share <= 1:
+            raise ValueError(
+                f"CountSettings.busy_share: expected a share in [0, 1], got {self.busy_share!r}"
+            )
+        if self.case_timeout <= 0:
+            raise ValueError(
+                f"CountSettings.case_timeout: expected seconds > 0, got {self.case_timeout!r}"
+            )
+
+
+@dataclass(frozen=True)
+class CountJob:
+    """One tree to count, for :func:`count_trees`.
+
+    Example:
+        >>> CountJob(Path("."), Path("head.json")).python == Path(sys.executable)
+        True
+    """
+
+    tree: Path
+    output: Path
+    python: Path = field(default_factory=lambda: Path(sys.executable))
+    environ: Mapping[str, str] = field(default_factory=dict)
+    """Extra environment variables (``PYTHONPATH`` defaults to ``<tree>/lib`` first)."""
+
+
+def _probe_python(python: Path) -> dict[str, str]:
+    code = (
+        "import json, platform, importlib.metadata as m\n"
+        "def v(d):\n"
+        "    try: return m.version(d)\n"
+        "    except Exception: return None\n"
+        "print(json.dumps({'python': platform.python_version(),"
+        " 'python_implementation': platform.python_implementation(),"
+        " 'torch': v('torch'), 'numpy': v('numpy'), 'tensordict': v('tensordict'),"
+        " 'torchrl': v('torchrl')}))"
+    )
+    done = subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise CountUnavailable(
+            f"{python}: expected a Python interpreter, it failed ({done.stderr.strip()[-200:]})"
+        )
+    return json.loads(done.stdout)
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _commit(tree: Path) -> str | None:
+    done = subprocess.run(
+        ["git", "-C", str(tree), "rev-parse", "HEAD"], capture_output=True, text=True, check=False
+    )
+    return done.stdout.strip() or None if done.returncode == 0 else None
+
+
+def _command(tools: Toolchain, python: Path, dumps: Path, spec: Path) -> list[str]:
+    prefix = [tools.setarch, platform.machine(), "-R"] if tools.setarch else []
+    return [
+        *prefix,
+        tools.valgrind,
+        "-q",
+        "--tool=callgrind",
+        "--cache-sim=yes",
+        *CACHE_GEOMETRY,
+        "--instr-atstart=no",
+        "--dump-line=no",
+        f"--callgrind-out-file={dumps / 'cg.%p'}",
+        str(python),
+        str(CHILD_SCRIPT),
+        str(spec),
+    ]
+
+
+class _Progress:
+    """Reads the child's progress file incrementally."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+
+    def new(self) -> list[dict]:
+        if not self.path.is_file():
+            return []
+        with self.path.open(encoding="utf-8") as fh:
+            fh.seek(self.offset)
+            text = fh.read()
+        complete = text[: text.rfind("\n") + 1]
+        self.offset += len(complete.encode("utf-8"))
+        return [json.loads(line) for line in complete.splitlines() if line.strip()]
+
+
+def _run_child(
+    command: list[str],
+    env: Mapping[str, str],
+    progress: _Progress,
+    results: dict[str, dict],
+    state: dict,
+    settings: CountSettings,
+    on_case: Callable[[str, str], None] | None,
+    log: Path,
+) -> None:
+    """Run one counting process until it ends; fill ``results`` and ``state``."""
+    with log.open("ab") as err:
+        proc = subprocess.Popen(  # noqa: S603 - our own command line
+            command, env=dict(env), stdout=err, stderr=err, start_new_session=True
+        )
+        current: tuple[str, float] | None = None
+        while True:
+            finished = proc.poll() is not None
+            for event in progress.new():
+                kind = event.pop("event")
+                if kind == "plan":
+                    state["plan"] = event["ids"]
+                elif kind == "fatal":
+                    state["fatal"] = event["reason"]
+                elif kind == "start":
+                    current = (event["id"], time.monotonic())
+                elif kind == "done":
+                    test_id = event.pop("id")
+                    results[test_id] = event
+                    current = None
+                    if on_case is not None:
+                        on_case(test_id, event["status"])
+            if finished:
+                break
+            if current is not None and time.monotonic() - current[1] > settings.case_timeout:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                results[current[0]] = {
+                    "status": "timed-out",
+                    "reason": f"ran past {settings.case_timeout:.0f} s under Valgrind",
+                }
+                current = None
+                break
+            time.sleep(0.2)
+        if current is not None:  # the process died inside a case
+            results[current[0]] = {
+                "status": "crashed",
+                "reason": _crash_reason(log.read_text(errors="replace"), proc.returncode),
+            }
+
+
+def _crash_reason(log: str, returncode: int | None) -> str:
+    """What killed the counting process, from Valgrind's log.
+
+    Example:
+        >>> _crash_reason("==1== Process terminating with default action of signal 4 (SIGILL)", -4)
+        'Valgrind cannot execute an instruction of this CPU (SIGILL), e.g. AVX-512 code that torch.compile built for this host; timing only'
+    """
+    lines = [line for line in log.strip().splitlines() if "Process terminating" in line]
+    if lines and "SIGILL" in lines[-1]:
+        return (
+            "Valgrind cannot execute an instruction of this CPU (SIGILL), e.g. AVX-512 code "
+            "that torch.compile built for this host; timing only"
+        )
+    if lines:
+        return f"the Valgrind process died: {lines[-1].split('==', 2)[-1].strip()[:160]}"
+    tail = (log.strip().splitlines() or [""])[-1]
+    return f"the Valgrind process exited {returncode} ({tail[-160:]})"
+
+
+def count_tree(
+    tree: Path,
+    output: Path,
+    *,
+    python: Path | None = None,
+    settings: CountSettings | None = None,
+    environ: Mapping[str, str] | None = None,
+    toolchain: Toolchain | None = None,
+    on_case: Callable[[str, str], None] | None = None,
+    suite_dir: Path | None = None,
+) -> CountRun:
+    """Count every selected case of ``tree``'s suite and write the count file ``output``.
+
+    The dumps go to ``<output without .json>.dumps/`` beside it. ``suite_dir`` defaults
+    to ``<tree>/tests/benchmarks``; ``PYTHONPATH`` starts with ``<tree>/lib`` unless
+    ``environ`` sets it.
+
+    Raises:
+        CountUnavailable: Valgrind, its header or gcc is missing, or the suite could
+            not even be imported under Valgrind (the reason says which).
+
+    Example:
+        >>> count_tree(Path("."), Path("reports/counts/head.json"))  # doctest: +SKIP
+    """
+    settings = settings or CountSettings()
+    tools = toolchain or find_toolchain()
+    tree = Path(tree).resolve()
+    python = Path(python or sys.executable)
+    output = Path(output).resolve()
+    dumps = output.with_suffix("").with_name(output.stem + ".dumps")
+    dumps.mkdir(parents=True, exist_ok=True)
+    for old in dumps.iterdir():
+        old.unlink()
+    rest = os.environ.get("PYTHONPATH", "")
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(p for p in (str(tree / "lib"), rest) if p),
+        **(environ or {}),
+        **DETERMINISTIC_ENV,
+    }
+    suite = Path(suite_dir).resolve() if suite_dir is not None else tree / SUITE_DIR
+    started = time.monotonic()
+    paths = _Paths(dumps / "spec.json", dumps / "progress.jsonl", dumps / "valgrind.log")
+    results: dict[str, dict] = {}
+    plain = _plain_plan(python, env, paths, _spec(tree, suite, settings, paths, (), ""))
+    if plain.get("ids") is not None and not plain.get("claimed"):
+        # nothing to count: no Valgrind process, no instrumented imports
+        state: dict = {"plan": plain["ids"]}
+        results = {i: {"status": "not-counted", "reason": r} for i, r in plain["unclaimed"].items()}
+    else:
+        state = {}
+        while True:
+            spec = _spec(tree, suite, settings, paths, tuple(results), str(tools.shim))
+            paths.spec.write_text(json.dumps(spec), encoding="utf-8")
+            paths.progress.unlink(missing_ok=True)  # a restart reports afresh
+            before = len(results)
+            _run_child(
+                _command(tools, python, dumps, paths.spec),
+                env,
+                _Progress(paths.progress),
+                results,
+                state,
+                settings,
+                on_case,
+                paths.log,
+            )
+            if "fatal" in state and "plan" not in state:
+                raise CountUnavailable(
+                    f"{tree}: the suite could not be imported under Valgrind: {state['fatal']}"
+                )
+            if all(i in results for i in state.get("plan", [])) or len(results) == before:
+                break
+    reason = state.get("fatal", "the Valgrind process ended before this case")
+    plan = state.get("plan") or []
+    for test_id in plan:
+        results.setdefault(test_id, {"status": "crashed", "reason": reason})
+    found = read_dumps(dumps)
+    run = CountRun(
+        meta=_meta(tools, python, tree, settings, time.monotonic() - started),
+        cases=tuple(_case(i, results[i], found, settings, output) for i in plan),
+    )
+    write_counts(run, output)
+    return run
+
+
+@dataclass(frozen=True)
+class _Paths:
+    spec: Path
+    progress: Path
+    log: Path
+
+
+def _spec(
+    tree: Path, suite: Path, settings: CountSettings, paths: _Paths, skip: tuple, shim: str
+) -> dict:
+    roots = [str(tree / "lib"), str(tree), *sorted(set(sys.path) - {""}, key=len)[::-1]]
+    return {
+        "suite_dir": str(suite),
+        "shim": shim,
+        "progress": str(paths.progress),
+        "select": list(settings.select),
+        "keyword": settings.keyword,
+        "skip": list(skip),
+        "warmup": settings.warmup,
+        "calls": settings.calls,
+        "busy_share": settings.busy_share,
+        "python_calls": settings.python_calls,
+        "roots": roots,
+    }
+
+
+def _plain_plan(python: Path, env: Mapping[str, str], paths: _Paths, spec: dict) -> dict:
+    """The selection and which cases are claimed, from a plain (un-instrumented) import;
+    empty when that failed (Valgrind's run then says why)."""
+    paths.spec.write_text(json.dumps({**spec, "plan_only": True}), encoding="utf-8")
+    with paths.log.open("ab") as err:
+        subprocess.run(  # noqa: S603 - our own command line
+            [str(python), str(CHILD_SCRIPT), str(paths.spec)],
+            env=dict(env),
+            stdout=err,
+            stderr=err,
+            check=False,
+        )
+    events = _Progress(paths.progress).new()
+    paths.progress.unlink(missing_ok=True)
+    plans = [e for e in events if e.get("event") == "plan"]
+    return plans[0] if plans else {}
+
+
+def _case(
+    test_id: str, result: dict, dumps: dict, settings: CountSettings, output: Path
+) -> CaseCount:
+    fields = {k: result.get(k) for k in ("reason", "python_calls", "busy_share")}
+    fields["reason"] = fields["reason"] or ""
+    status = result["status"]
+    if status == "counted":
+        dump = dumps.get(test_id)
+        if dump is None:
+            return CaseCount(test_id, "crashed", reason="counted, but Callgrind wrote no dump")
+        per_call = {k: v / settings.calls for k, v in dump.events.items()}
+        cycles = dump.cycles
+        return CaseCount(
+            test_id,
+            status,
+            instructions=dump.instructions / settings.calls,
+            cycles=None if cycles is None else cycles / settings.calls,
+            events=per_call,
+            dump=str(dump.path.relative_to(output.parent)),
+            **fields,
+        )
+    return CaseCount(test_id, status, **fields)
+
+
+def _meta(
+    tools: Toolchain, python: Path, tree: Path, settings: CountSettings, wall_s: float
+) -> dict:
+    return {
+        **_probe_python(python),
+        "valgrind": tools.valgrind_version,
+        "arch": platform.machine(),
+        "cpu": _cpu_model(),
+        "host": platform.node(),
+        "cache": " ".join(CACHE_GEOMETRY),
+        "calls": settings.calls,
+        "aslr_off": tools.setarch is not None,
+        "commit": _commit(tree),
+        "tree": str(tree),
+        "wall_s": round(wall_s, 1),
+        "settings": asdict(settings),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+
+
+def count_trees(
+    jobs: Sequence[CountJob],
+    *,
+    settings: CountSettings | None = None,
+    on_case: Callable[[str, str, str], None] | None = None,
+) -> list[CountRun]:
+    """Count several trees at once, one Valgrind process each (base and head side by side).
+
+    ``on_case(output_stem, test_id, status)`` is called as cases finish.
+
+    Example:
+        >>> count_trees([])
+        []
+    """
+    if not jobs:
+        return []
+    tools = find_toolchain()
+
+    def one(job: CountJob) -> CountRun:
+        report = None if on_case is None else (lambda i, s: on_case(job.output.stem, i, s))
+        return count_tree(
+            job.tree,
+            job.output,
+            python=job.python,
+            settings=settings,
+            environ=job.environ,
+            toolchain=tools,
+            on_case=report,
+        )
+
+    with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
+        return list(pool.map(one, jobs))

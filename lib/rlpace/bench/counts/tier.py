@@ -1,0 +1,216 @@
+"""The count tier inside ``rlpace-bench pr``: count both sides, then join to the timing.
+
+:func:`run_count_tier` counts base and head side by side (one Valgrind process per
+side, one per core), judges them (:func:`~rlpace.bench.counts.verdict.compare_counts`
+against the A/A gates of ``reports/counts/gates.json`` when it exists) and explains
+each count regression (:func:`~rlpace.bench.counts.why.explain_regression`).
+:func:`apply_count_tier` joins that to the timing comparison, case by case:
+
+- a count regression is a regression, whatever the clock said; when the time did not
+  move, the note says so ("count regression; time did not move enough to flag");
+- a count improvement is an improvement unless the clock flagged a regression;
+- a case whose counts did not move keeps the timing verdict, with a note when the
+  clock flagged it (the time moved outside the counted computation: system calls,
+  I/O, memory, or the machine);
+- a case the tier could not count keeps the timing verdict, and the reason is shown.
+
+When Valgrind or gcc is missing, the tier says so in the comment and the run is
+judged on timing alone.
+
+Example:
+    >>> tier = CountTier(unavailable="valgrind is not installed")
+    >>> tier.summary()["unavailable"]
+    'valgrind is not installed'
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rlpace.bench.counts.gates import read_gates
+from rlpace.bench.counts.records import CountRun, count_differences
+from rlpace.bench.counts.session import CountJob, CountSettings, count_trees
+from rlpace.bench.counts.toolchain import CountUnavailable
+from rlpace.bench.counts.verdict import DEFAULT_FLOOR, DEFAULT_K, CountChange, compare_counts
+from rlpace.bench.counts.why import RegressionCause, explain_regression
+from rlpace.bench.errors import EnvironmentMismatchError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rlpace.bench.compare import Comparison
+
+__all__ = ["GATES_FILE", "CountTier", "apply_count_tier", "run_count_tier"]
+
+GATES_FILE = Path("reports") / "counts" / "gates.json"
+"""The checked-in A/A gates of the count tier, relative to the repository root."""
+
+
+@dataclass(frozen=True)
+class CountTier:
+    """The count tier's outcome for one PR run.
+
+    Example:
+        >>> CountTier().changes
+        ()
+    """
+
+    changes: tuple[CountChange, ...] = ()
+    causes: Mapping[str, RegressionCause] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+    unavailable: str | None = None
+    """Why the tier could not run (then it holds no changes)."""
+    wall_s: float = 0.0
+    """Wall time of counting both sides (they run side by side)."""
+    gates: str | None = None
+    """The gate file used, or None (the default gate then applies)."""
+
+    def summary(self) -> dict[str, Any]:
+        """The ``count_tier`` entry of the comparison: what the reader is told."""
+        by = {}
+        for c in self.changes:
+            by[c.verdict] = by.get(c.verdict, 0) + 1
+        return {
+            "unavailable": self.unavailable,
+            "warnings": list(self.warnings),
+            "verdicts": by,
+            "counted": sum(c.instructions_change is not None for c in self.changes),
+            "not_counted": sum(c.verdict == "not-counted" for c in self.changes),
+            "wall_s": round(self.wall_s, 1),
+            "gates": self.gates,
+        }
+
+
+def run_count_tier(
+    *,
+    head_tree: Path,
+    base_tree: Path,
+    head_python: Path,
+    base_python: Path,
+    out_dir: Path,
+    environ: Mapping[str, Mapping[str, str]],
+    settings: CountSettings | None = None,
+    gates_file: Path | None = None,
+    k: float = DEFAULT_K,
+    floor: float = DEFAULT_FLOOR,
+) -> CountTier:
+    """Count base and head side by side and judge them; never raises for a missing tool.
+
+    Example:
+        >>> run_count_tier(head_tree=Path("."), base_tree=Path("base"),  # doctest: +SKIP
+        ...                head_python=Path("python"), base_python=Path("python"),
+        ...                out_dir=Path("build/counts"), environ={"base": {}, "head": {}})
+        CountTier(...)
+    """
+    started = time.monotonic()
+    jobs = [
+        CountJob(base_tree, out_dir / "base.json", base_python, dict(environ.get("base", {}))),
+        CountJob(head_tree, out_dir / "head.json", head_python, dict(environ.get("head", {}))),
+    ]
+    try:
+        base, head = count_trees(jobs, settings=settings)
+    except CountUnavailable as exc:
+        return CountTier(unavailable=str(exc), wall_s=time.monotonic() - started)
+    try:
+        warnings = count_differences(head.meta, base.meta)
+    except EnvironmentMismatchError as exc:
+        return CountTier(unavailable=str(exc), wall_s=time.monotonic() - started)
+    gates, used = {}, None
+    if gates_file is not None and Path(gates_file).is_file():
+        gates, meta, k, floor = read_gates(Path(gates_file))
+        try:
+            warnings += [f"gates: {w}" for w in count_differences(head.meta, meta)]
+            used = str(gates_file)
+        except EnvironmentMismatchError as exc:
+            warnings.append(f"gates not used ({exc}); every case is judged on the default gate")
+            gates = {}
+    changes = compare_counts(head, base, gates=gates, k=k, floor=floor)
+    causes = _causes(changes, head, base, jobs[1].output.parent, jobs[0].output.parent)
+    return CountTier(
+        tuple(changes), causes, tuple(warnings), None, time.monotonic() - started, used
+    )
+
+
+def _causes(
+    changes: list[CountChange], head: CountRun, base: CountRun, head_dir: Path, base_dir: Path
+) -> dict[str, RegressionCause]:
+    h, b = head.by_id(), base.by_id()
+    return {
+        c.test_id: explain_regression(
+            h[c.test_id], b[c.test_id], head_dir=head_dir, base_dir=base_dir
+        )
+        for c in changes
+        if c.flagged
+    }
+
+
+def _pct(value: float | None) -> float | None:
+    return None if value is None else round(100 * value, 4)
+
+
+def apply_count_tier(comparison: Comparison, tier: CountTier) -> Comparison:
+    """Join the count tier's verdicts to the timing comparison's rows (see module doc).
+
+    Example:
+        >>> from rlpace.bench.compare import BenchmarkChange, Comparison, Verdict
+        >>> timing = Comparison(rows=(BenchmarkChange("t.py::a", "a", Verdict.UNCHANGED,
+        ...                                           median_change_pct=-0.4),))
+        >>> counts = CountTier(changes=(CountChange("a", "regression", instructions_change=0.03,
+        ...                                         gate=0.005),))
+        >>> row = apply_count_tier(timing, counts).rows[0]
+        >>> row.verdict.value, row.count_change_pct, row.count_note
+        ('worsened', 3.0, 'count regression; time did not move enough to flag (time +0.4%)')
+    """
+    from rlpace.bench.compare import Verdict
+
+    by_id = {c.test_id: c for c in tier.changes}
+    rows = []
+    for row in comparison.rows:
+        change = by_id.get(row.name)
+        if change is None:
+            rows.append(row)
+            continue
+        verdict, note = row.verdict, change.reason or None
+        slower = -row.median_change_pct  # timing: positive = faster
+        timed = f"time {slower:+.1f}%" if slower == slower else "time not measured"
+        if change.verdict == "regression":
+            verdict = Verdict.WORSENED
+            note = (
+                "count and time regression"
+                if row.verdict is Verdict.WORSENED
+                else f"count regression; time did not move enough to flag ({timed})"
+            )
+        elif change.verdict == "improvement" and row.verdict is not Verdict.WORSENED:
+            verdict = Verdict.IMPROVED
+            note = "count improvement" + (
+                "" if row.verdict is Verdict.IMPROVED else f"; time did not move ({timed})"
+            )
+        elif change.verdict == "improvement":
+            note = "count improvement, but the clock says slower: look outside the computation"
+        elif change.verdict == "same" and row.verdict in (Verdict.WORSENED, Verdict.IMPROVED):
+            note = (
+                "instructions did not move: the time changed outside the counted "
+                "computation (system calls, I/O, memory) or with the machine"
+            )
+        cause = tier.causes.get(row.name)
+        rows.append(
+            replace(
+                row,
+                verdict=verdict,
+                count_verdict=change.verdict,
+                count_change_pct=_pct(change.instructions_change),
+                cycles_change_pct=_pct(change.cycles_change),
+                count_gate_pct=_pct(change.gate),
+                count_note=note,
+                count_causes=None
+                if cause is None
+                else {
+                    "total": cause.total_delta,
+                    "native": [[g.name, g.base, g.head] for g in cause.native],
+                    "python": [[g.name, g.base, g.head] for g in cause.python],
+                },
+            )
+        )
+    return replace(comparison, rows=tuple(rows), count_tier=tier.summary())

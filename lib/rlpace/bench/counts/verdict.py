@@ -1,0 +1,243 @@
+"""The count tier's verdict: relative change of the counts against the tier's own A/A spread.
+
+Pure maths over count records (no Valgrind, no files). For each case the *spread* is
+the largest relative difference between A/A count runs of the same code (counts of
+CPython and PyTorch code move by 0.03-0.9 % between processes: allocator addresses,
+hash order, lazily built caches). A case is flagged when its instruction count moved
+by more than its *gate*, ``max(k * spread, floor)``; without an A/A reading for the
+case the gate is ``default_gate``. Estimated cycles get their own gate and are shown
+beside the instructions; the verdict follows the instructions, which the cache
+simulation's layout effects do not touch.
+
+A case's *detectable change* is ``gate + spread``: a real change that large still
+clears the gate when the noise works against it.
+
+Example:
+    >>> gate = CountGate(spread=0.001, cycles_spread=0.002, runs=2)
+    >>> gate.threshold(k=4, floor=0.005), gate.detectable(k=4, floor=0.005)
+    (0.005, 0.006)
+    >>> relative_change(103.0, 100.0)
+    0.03
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from rlpace.bench.counts.records import CaseCount, CountRun
+
+__all__ = [
+    "DEFAULT_FLOOR",
+    "DEFAULT_GATE",
+    "DEFAULT_K",
+    "CountChange",
+    "CountGate",
+    "compare_counts",
+    "gate_from_aa",
+    "relative_change",
+]
+
+DEFAULT_K = 4.0
+"""Gate = ``k`` times the A/A spread (when above the floor)."""
+DEFAULT_FLOOR = 0.01
+"""The smallest gate, 1 %. Measured here: runs of the same code with the same selection
+on both sides but different tree paths moved untouched cases by up to 0.8 %, which a
+0.5 % floor flagged once in ~74 cases, a 1 % floor never (``reports/README.md``)."""
+DEFAULT_GATE = 0.01
+"""The gate of a case with no A/A reading, 1 %."""
+
+VERDICTS = ("regression", "improvement", "same", "not-counted", "new", "removed")
+
+
+def relative_change(head: float, base: float) -> float:
+    """``head / base - 1``, rounded to 12 digits (0.0 when both are 0).
+
+    Example:
+        >>> relative_change(98.0, 100.0)
+        -0.02
+    """
+    if base == 0:
+        return 0.0 if head == 0 else float("inf")
+    return round(head / base - 1.0, 12)
+
+
+def _spread(values: Sequence[float]) -> float:
+    """Largest relative difference between any two values."""
+    return max(
+        (abs(relative_change(a, b)) for a, b in itertools.permutations(values, 2)), default=0.0
+    )
+
+
+@dataclass(frozen=True)
+class CountGate:
+    """One case's A/A reading: how far counts of the same code moved.
+
+    Example:
+        >>> CountGate(spread=0.0, cycles_spread=0.0, runs=2).threshold()
+        0.01
+    """
+
+    spread: float
+    """Largest relative instruction difference between A/A runs."""
+    cycles_spread: float
+    """The same for estimated cycles."""
+    runs: int
+    """A/A runs it was read from."""
+
+    def threshold(self, k: float = DEFAULT_K, floor: float = DEFAULT_FLOOR) -> float:
+        """The instruction gate ``max(k * spread, floor)``."""
+        return round(max(k * self.spread, floor), 12)
+
+    def cycles_threshold(self, k: float = DEFAULT_K, floor: float = DEFAULT_FLOOR) -> float:
+        """The estimated-cycles gate ``max(k * cycles_spread, floor)``."""
+        return round(max(k * self.cycles_spread, floor), 12)
+
+    def detectable(self, k: float = DEFAULT_K, floor: float = DEFAULT_FLOOR) -> float:
+        """The smallest real change sure to clear the gate: ``threshold + spread``."""
+        return round(self.threshold(k, floor) + self.spread, 12)
+
+
+def gate_from_aa(runs: Sequence[CountRun]) -> dict[str, CountGate]:
+    """Per-case gates from two or more count runs of the same code.
+
+    Only cases counted in every run get a gate.
+
+    Example:
+        >>> a = CountRun({}, (CaseCount("t", "counted", instructions=1000.0, cycles=2000.0),))
+        >>> b = CountRun({}, (CaseCount("t", "counted", instructions=1001.0, cycles=2010.0),))
+        >>> gate_from_aa([a, b])["t"].spread
+        0.001
+    """
+    if len(runs) < 2:
+        raise ValueError(f"A/A gates: expected 2 or more count runs, got {len(runs)}")
+    tables = [r.by_id() for r in runs]
+    gates = {}
+    for test_id in tables[0]:
+        cases = [t.get(test_id) for t in tables]
+        if not all(c is not None and c.counted for c in cases):
+            continue
+        cycles = [c.cycles for c in cases if c.cycles is not None]
+        gates[test_id] = CountGate(
+            spread=_spread([c.instructions for c in cases]),
+            cycles_spread=_spread(cycles) if len(cycles) == len(cases) else 0.0,
+            runs=len(runs),
+        )
+    return gates
+
+
+@dataclass(frozen=True)
+class CountChange:
+    """One case compared on the count tier.
+
+    Example:
+        >>> c = CountChange("t", "regression", base_instructions=100.0, head_instructions=103.0,
+        ...                 instructions_change=0.03, gate=0.005)
+        >>> c.flagged
+        True
+    """
+
+    test_id: str
+    verdict: str
+    """``regression``, ``improvement``, ``same``, ``not-counted``, ``new`` or ``removed``."""
+    base_instructions: float | None = None
+    head_instructions: float | None = None
+    instructions_change: float | None = None
+    """``head / base - 1`` of instructions per call."""
+    base_cycles: float | None = None
+    head_cycles: float | None = None
+    cycles_change: float | None = None
+    """``head / base - 1`` of estimated cycles per call."""
+    gate: float | None = None
+    """The instruction gate the change was judged against."""
+    cycles_gate: float | None = None
+    cycles_moved: bool = False
+    """Whether estimated cycles moved past their own gate."""
+    reason: str = ""
+    """Why a case was not compared (``not-counted``): the status and reason per side."""
+
+    @property
+    def flagged(self) -> bool:
+        """Whether the counts say the head got slower."""
+        return self.verdict == "regression"
+
+
+def _reason(side: str, case: CaseCount | None) -> str:
+    if case is None:
+        return f"{side}: absent"
+    return f"{side}: {case.status}" + (f" ({case.reason})" if case.reason else "")
+
+
+def _reasons(head: CaseCount | None, base: CaseCount | None) -> str:
+    """One reason when both sides agree (``waits: ...``), else one per side."""
+    if (
+        head is not None
+        and base is not None
+        and (head.status, head.reason)
+        == (
+            base.status,
+            base.reason,
+        )
+    ):
+        return head.reason or head.status
+    return _reason("head", head) + "; " + _reason("base", base)
+
+
+def compare_counts(
+    head: CountRun,
+    base: CountRun,
+    *,
+    gates: Mapping[str, CountGate] | None = None,
+    k: float = DEFAULT_K,
+    floor: float = DEFAULT_FLOOR,
+    default_gate: float = DEFAULT_GATE,
+) -> list[CountChange]:
+    """Judge every case of either run; order: base's cases, then new ones.
+
+    Example:
+        >>> base = CountRun({}, (CaseCount("a", "counted", instructions=1e6, cycles=2e6),
+        ...                      CaseCount("b", "not-counted", reason="waits")))
+        >>> head = CountRun({}, (CaseCount("a", "counted", instructions=1.03e6, cycles=2.05e6),
+        ...                      CaseCount("b", "not-counted", reason="waits")))
+        >>> [(c.test_id, c.verdict) for c in compare_counts(head, base)]
+        [('a', 'regression'), ('b', 'not-counted')]
+    """
+    gates = gates or {}
+    h, b = head.by_id(), base.by_id()
+    changes = []
+    for test_id in [*b, *(i for i in h if i not in b)]:
+        hc, bc = h.get(test_id), b.get(test_id)
+        if hc is None or bc is None:
+            verdict = "new" if bc is None else "removed"
+            changes.append(CountChange(test_id, verdict, reason=_reasons(hc, bc)))
+            continue
+        if not (hc.counted and bc.counted):
+            changes.append(CountChange(test_id, "not-counted", reason=_reasons(hc, bc)))
+            continue
+        gate_of = gates.get(test_id)
+        gate = gate_of.threshold(k, floor) if gate_of else max(default_gate, floor)
+        cycles_gate = gate_of.cycles_threshold(k, floor) if gate_of else max(default_gate, floor)
+        change = relative_change(hc.instructions, bc.instructions)
+        cycles_change = (
+            relative_change(hc.cycles, bc.cycles)
+            if hc.cycles is not None and bc.cycles is not None
+            else None
+        )
+        verdict = "regression" if change > gate else "improvement" if change < -gate else "same"
+        changes.append(
+            CountChange(
+                test_id,
+                verdict,
+                base_instructions=bc.instructions,
+                head_instructions=hc.instructions,
+                instructions_change=change,
+                base_cycles=bc.cycles,
+                head_cycles=hc.cycles,
+                cycles_change=cycles_change,
+                gate=gate,
+                cycles_gate=cycles_gate,
+                cycles_moved=cycles_change is not None and abs(cycles_change) > cycles_gate,
+            )
+        )
+    return changes

@@ -1,0 +1,122 @@
+""" "Why did it regress?": the functions whose cost grew most between base and head.
+
+Two readings per count regression:
+
+- **native functions**, inclusive instructions from the two Callgrind dumps
+  (``callgrind_annotate --inclusive=yes``): CPython's and PyTorch's C/C++ functions,
+  e.g. ``at::native::copy_`` or ``PyObject_RichCompare``;
+- **Python functions**, call counts from one profiled call per side (exact, since
+  the code is the same each time), e.g. ``rlpace/data/storage.py:_check_index``.
+
+Each reading lists the largest increases, with the share of the case's total change
+they explain (inclusive costs nest, so shares of nested functions overlap).
+
+Example:
+    >>> grown = top_growth({"f": 100.0, "g": 50.0}, {"f": 180.0, "g": 50.0, "h": 5.0}, limit=2)
+    >>> [(g.name, g.base, g.head) for g in grown]
+    [('f', 100.0, 180.0), ('h', 0.0, 5.0)]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from rlpace.bench.counts.dumps import inclusive_costs
+from rlpace.bench.counts.records import CaseCount
+
+__all__ = ["Growth", "RegressionCause", "explain_regression", "top_growth"]
+
+
+@dataclass(frozen=True)
+class Growth:
+    """One function's cost in base and head.
+
+    Example:
+        >>> Growth("f", 10.0, 15.0).delta
+        5.0
+    """
+
+    name: str
+    base: float
+    head: float
+
+    @property
+    def delta(self) -> float:
+        """``head - base``."""
+        return self.head - self.base
+
+
+@dataclass(frozen=True)
+class RegressionCause:
+    """The functions behind one count regression.
+
+    Example:
+        >>> RegressionCause("t", 100.0, (Growth("f", 1.0, 101.0),), ()).native[0].delta
+        100.0
+    """
+
+    test_id: str
+    total_delta: float
+    """Instructions per call, head minus base."""
+    native: tuple[Growth, ...]
+    """Native functions by growth of inclusive instructions."""
+    python: tuple[Growth, ...]
+    """Python functions by growth of their call count."""
+
+
+def top_growth(
+    base: Mapping[str, float], head: Mapping[str, float], *, limit: int = 8
+) -> list[Growth]:
+    """The ``limit`` names whose value grew most from ``base`` to ``head``.
+
+    Example:
+        >>> top_growth({"a": 1.0}, {"a": 1.0})
+        []
+    """
+    names = set(base) | set(head)
+    grown = [Growth(n, float(base.get(n, 0.0)), float(head.get(n, 0.0))) for n in names]
+    grown = [g for g in grown if g.delta > 0]
+    grown.sort(key=lambda g: (-g.delta, g.name))
+    return grown[:limit]
+
+
+def _shorten(name: str) -> str:
+    """``/long/path/Objects/object.c:PyObject_Str`` -> ``object.c:PyObject_Str``."""
+    path, sep, func = name.rpartition(":")
+    return f"{Path(path).name}{sep}{func}" if sep and "/" in path else name
+
+
+def explain_regression(
+    head: CaseCount,
+    base: CaseCount,
+    *,
+    head_dir: Path,
+    base_dir: Path,
+    limit: int = 8,
+) -> RegressionCause:
+    """Compare one case's two dumps (and Python call counts) and list what grew.
+
+    ``head_dir`` and ``base_dir`` are the folders of the two count files (dump paths
+    are relative to them). Missing dumps give an empty native list.
+
+    Example:
+        >>> h = CaseCount("t", "counted", instructions=110.0, python_calls={"m.py:f": 3})
+        >>> b = CaseCount("t", "counted", instructions=100.0, python_calls={"m.py:f": 1})
+        >>> cause = explain_regression(h, b, head_dir=Path("."), base_dir=Path("."))
+        >>> cause.total_delta, [(g.name, g.delta) for g in cause.python]
+        (10.0, [('m.py:f', 2.0)])
+    """
+    native: list[Growth] = []
+    if head.dump and base.dump:
+        h_costs = {_shorten(k): v for k, v in inclusive_costs(head_dir / head.dump).items()}
+        b_costs = {_shorten(k): v for k, v in inclusive_costs(base_dir / base.dump).items()}
+        native = top_growth(b_costs, h_costs, limit=limit)
+    python = top_growth(base.python_calls or {}, head.python_calls or {}, limit=limit)
+    return RegressionCause(
+        head.test_id,
+        float((head.instructions or 0.0) - (base.instructions or 0.0)),
+        tuple(native),
+        tuple(python),
+    )

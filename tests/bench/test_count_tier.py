@@ -1,0 +1,359 @@
+"""The count tier on a tiny throwaway suite, counted for real under Callgrind.
+
+The suite is pure Python (no torch under Valgrind: a test must stay fast). Base and
+head trees differ in one case only: head's ``test_loop`` also runs a small real
+check over a twentieth of its data. Three counting processes in all (base twice,
+head once), about 10-20 s on two cores.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from rlpace.bench.cli import main as cli_main
+from rlpace.bench.compare import BenchmarkChange, Comparison, Verdict
+from rlpace.bench.counts.dumps import inclusive_costs, read_dump
+from rlpace.bench.counts.records import (
+    CaseCount,
+    CountRun,
+    count_differences,
+    read_counts,
+    write_counts,
+)
+from rlpace.bench.counts.session import CountJob, CountSettings, count_tree, count_trees
+from rlpace.bench.counts.tier import CountTier, apply_count_tier, run_count_tier
+from rlpace.bench.counts.toolchain import CountUnavailable, find_toolchain
+from rlpace.bench.counts.verdict import compare_counts, gate_from_aa
+from rlpace.bench.counts.why import explain_regression
+from rlpace.bench.errors import EnvironmentMismatchError
+
+needs_valgrind = pytest.mark.skipif(
+    shutil.which("valgrind") is None or shutil.which("gcc") is None,
+    reason="valgrind or gcc is not installed: the count tier cannot run here",
+)
+
+SUITE = """
+import time
+
+from rlpace.bench.suite import case
+
+
+def _check(data):
+    for x in data:
+        if x < 0:
+            raise ValueError(x)
+
+
+@case(params={{"n": [3000]}}, timer="cpu")
+def test_loop(n):
+    data = list(range(n))
+
+    def work():
+        total = 0
+        for x in data:
+            total += x * x
+        {extra}
+        return total
+
+    return work
+
+
+@case(params={{"n": [500]}}, timer="cpu")
+def test_dict(n):
+    keys = [f"k{{i}}" for i in range(n)]
+    return lambda: sorted({{k: len(k) for k in keys}}.items())
+
+
+@case(params={{"ms": [30]}}, timer="cpu", count=True)
+def test_sleep(ms):
+    return lambda: time.sleep(ms / 1000)
+
+
+@case(params={{"ms": [1]}})
+def test_wall(ms):
+    return lambda: time.sleep(ms / 1000)
+"""
+
+
+def _tree(root: Path, extra: str) -> Path:
+    suite = root / "tests" / "benchmarks"
+    suite.mkdir(parents=True)
+    (suite / "test_tiny.py").write_text(textwrap.dedent(SUITE.format(extra=extra)), "utf-8")
+    return root
+
+
+@pytest.fixture(scope="module")
+def counted(tmp_path_factory):
+    """Count base twice (A/A) and head once, side by side."""
+    top = tmp_path_factory.mktemp("count-tier")
+    base = _tree(top / "base", "")
+    head = _tree(top / "head", "_check(data[: len(data) // 20])")
+    settings = CountSettings(python_calls=50)
+    jobs = [
+        CountJob(base, top / "out" / "base.json"),
+        CountJob(base, top / "out" / "base2.json"),
+        CountJob(head, top / "out" / "head.json"),
+    ]
+    runs = count_trees(jobs, settings=settings)
+    return dict(zip(("base", "base2", "head"), runs, strict=True)) | {"dir": top / "out"}
+
+
+@needs_valgrind
+def test_same_code_gives_the_same_counts(counted):
+    a, b = counted["base"], counted["base2"]
+    assert [c.test_id for c in a.cases] == [c.test_id for c in b.cases]
+    gates = gate_from_aa([a, b])
+    assert set(gates) == {"test_loop[3000]", "test_dict[500]"}
+    for gate in gates.values():
+        assert gate.spread < 0.005  # the stated tolerance: A/A within 0.5 %
+    assert all(
+        c.verdict == "same" for c in compare_counts(b, a) if c.instructions_change is not None
+    )
+    assert a.by_id()["test_loop[3000]"].instructions > 10_000
+
+
+@needs_valgrind
+def test_a_few_percent_of_real_work_is_flagged_and_nothing_else(counted):
+    changes = {c.test_id: c for c in compare_counts(counted["head"], counted["base"])}
+    flagged = [i for i, c in changes.items() if c.flagged]
+    assert flagged == ["test_loop[3000]"]
+    assert 0.01 < changes["test_loop[3000]"].instructions_change < 0.15
+    assert changes["test_dict[500]"].verdict == "same"
+
+
+@needs_valgrind
+def test_why_names_the_function_that_grew(counted):
+    head, base = counted["head"].by_id(), counted["base"].by_id()
+    cause = explain_regression(
+        head["test_loop[3000]"],
+        base["test_loop[3000]"],
+        head_dir=counted["dir"],
+        base_dir=counted["dir"],
+    )
+    assert cause.total_delta > 0
+    assert cause.python and cause.python[0].name.endswith("test_tiny.py:_check")
+    assert cause.native  # inclusive costs from the two dumps
+    dump = read_dump(counted["dir"] / head["test_loop[3000]"].dump)
+    assert dump.trigger == "test_loop[3000]"
+    assert inclusive_costs(dump.path)
+
+
+@needs_valgrind
+def test_a_case_that_sleeps_is_not_claimed(counted):
+    cases = counted["base"].by_id()
+    assert cases["test_sleep[30]"].status == "not-counted"
+    assert cases["test_sleep[30]"].reason.startswith("waits")
+    assert cases["test_sleep[30]"].instructions is None
+    assert cases["test_wall[1]"].status == "not-counted"
+    assert "declared" in cases["test_wall[1]"].reason
+
+
+@needs_valgrind
+def test_count_files_record_the_toolchain_and_refuse_another(counted, tmp_path, capsys):
+    meta = counted["head"].meta
+    assert meta["valgrind"].startswith("valgrind-") and meta["python"] and meta["arch"]
+    other = CountRun({**counted["base"].meta, "valgrind": "valgrind-3.22.0"}, counted["base"].cases)
+    foreign = write_counts(other, tmp_path / "foreign.json")
+    head_file = counted["dir"] / "head.json"
+    rc = cli_main(["count", "compare", "--head", str(head_file), "--base", str(foreign)])
+    assert rc == 2
+    assert "valgrind: head" in capsys.readouterr().err
+    rc = cli_main(
+        ["count", "compare", "--head", str(head_file), "--base", str(foreign), "--allow-mismatch"]
+    )
+    out = capsys.readouterr()
+    assert rc == 0 and "compared anyway" in out.err and "regression" in out.out
+
+
+def test_another_interpreter_is_refused_and_a_cpu_model_warned():
+    with pytest.raises(EnvironmentMismatchError, match="python: head '3.12.1', base '3.11.7'"):
+        count_differences({"python": "3.12.1"}, {"python": "3.11.7"})
+    assert count_differences({"cpu": "A"}, {"cpu": "B"}) == [
+        "cpu: head 'A', base 'B' (may move some counts)"
+    ]
+
+
+def test_missing_valgrind_falls_back_to_timing_with_a_plain_message(monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    with pytest.raises(CountUnavailable, match="valgrind is not installed.*falls back to timing"):
+        find_toolchain()
+    tier = run_count_tier(
+        head_tree=tmp_path,
+        base_tree=tmp_path,
+        head_python=Path("python"),
+        base_python=Path("python"),
+        out_dir=tmp_path,
+        environ={},
+    )
+    assert tier.unavailable.startswith("valgrind is not installed")
+    timing = Comparison(rows=(BenchmarkChange("t.py::a", "a", Verdict.UNCHANGED),))
+    joined = apply_count_tier(timing, tier)
+    assert joined.rows == timing.rows and joined.count_tier["unavailable"] == tier.unavailable
+    _tree(tmp_path / "repo", "")
+    assert cli_main(["count", "run", "--root", str(tmp_path / "repo")]) == 3
+    assert "falls back to timing" in capsys.readouterr().err
+
+
+def test_a_count_regression_whose_time_did_not_move_is_labelled():
+    timing = Comparison(
+        rows=(
+            BenchmarkChange("t.py::a", "a", Verdict.UNCHANGED, median_change_pct=-0.3),
+            BenchmarkChange("t.py::b", "b", Verdict.WORSENED, median_change_pct=-12.0),
+            BenchmarkChange("t.py::c", "c", Verdict.UNCHANGED),
+        )
+    )
+    base = CountRun(
+        {},
+        (
+            CaseCount("a", "counted", instructions=1e6, cycles=2e6),
+            CaseCount("b", "counted", instructions=1e6, cycles=2e6),
+            CaseCount("c", "not-counted", reason="waits: 3%"),
+        ),
+    )
+    head = CountRun(
+        {},
+        (
+            CaseCount("a", "counted", instructions=1.03e6, cycles=2.1e6),
+            CaseCount("b", "counted", instructions=1e6, cycles=2e6),
+            CaseCount("c", "not-counted", reason="waits: 3%"),
+        ),
+    )
+    tier = CountTier(changes=tuple(compare_counts(head, base)))
+    rows = {r.name: r for r in apply_count_tier(timing, tier).rows}
+    assert rows["a"].verdict is Verdict.WORSENED
+    assert rows["a"].count_note == "count regression; time did not move enough to flag (time +0.3%)"
+    assert rows["a"].count_change_pct == pytest.approx(3.0)
+    assert rows["b"].verdict is Verdict.WORSENED and "did not move" in rows["b"].count_note
+    assert rows["c"].count_verdict == "not-counted" and "waits" in rows["c"].count_note
+    data = apply_count_tier(timing, tier).to_dict()
+    assert data["rows"][0]["count_verdict"] == "regression"
+    assert data["count_tier"]["verdicts"] == {"regression": 1, "same": 1, "not-counted": 1}
+
+
+def test_a_malformed_count_file_is_refused_with_the_fix(tmp_path):
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"format": "rlpace-counts", "version": 0}), "utf-8")
+    with pytest.raises(ValueError, match="expected count format version 1, got 0; fix"):
+        read_counts(path)
+
+
+HANGS = """
+import time
+
+from rlpace.bench.suite import case
+
+
+@case(timer="cpu")
+def test_hangs():
+    time.sleep(120)  # the setup never returns in time
+    return lambda: None
+
+
+@case(timer="cpu")
+def test_after():
+    data = list(range(200))
+    return lambda: sum(data)
+
+
+@case()
+def test_workers():
+    return lambda: None
+"""
+
+
+@needs_valgrind
+def test_a_case_that_times_out_is_reported_and_the_rest_still_counted(tmp_path):
+    suite = tmp_path / "tree" / "tests" / "benchmarks"
+    suite.mkdir(parents=True)
+    (suite / "test_hangs.py").write_text(HANGS, "utf-8")
+    settings = CountSettings(case_timeout=4, python_calls=0)
+    run = count_tree(tmp_path / "tree", tmp_path / "out.json", settings=settings)
+    cases = run.by_id()
+    assert [c.test_id for c in run.cases] == ["test_hangs", "test_after", "test_workers"]
+    assert cases["test_hangs"].status == "timed-out" and "4 s" in cases["test_hangs"].reason
+    assert cases["test_after"].counted
+    assert cases["test_workers"].status == "not-counted"
+    assert read_counts(tmp_path / "out.json").by_id()["test_hangs"].status == "timed-out"
+
+
+@needs_valgrind
+def test_a_suite_with_nothing_to_count_starts_no_valgrind(tmp_path):
+    suite = tmp_path / "tree" / "tests" / "benchmarks"
+    suite.mkdir(parents=True)
+    (suite / "test_wall.py").write_text(
+        HANGS.split('@case(timer="cpu")')[0]
+        + ("\n@case()\ndef test_wall():\n    return lambda: None\n"),
+        "utf-8",
+    )
+    run = count_tree(tmp_path / "tree", tmp_path / "out.json")
+    assert [(c.test_id, c.status) for c in run.cases] == [("test_wall", "not-counted")]
+    assert not list((tmp_path / "out.dumps").glob("cg.*"))
+
+
+@needs_valgrind
+def test_asv_tracks_the_counts_of_the_claimed_cases(tmp_path, monkeypatch):
+    import importlib
+    import sys
+
+    tree = _tree(tmp_path / "tree", "")
+    monkeypatch.setenv("RLPACE_SUITE_DIR", str(tree / "tests" / "benchmarks"))
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "asv_bench"))
+    for name in [n for n in sys.modules if n == "benchmarks" or n.startswith("benchmarks.")]:
+        monkeypatch.delitem(sys.modules, name)
+    counts = importlib.import_module("benchmarks.counts").Counts
+    assert counts.params == [["test_loop[3000]", "test_dict[500]", "test_sleep[30]"]]
+    bench = counts()
+    data = bench.setup_cache()
+    bench.setup(data, "test_loop[3000]")
+    assert bench.track_instructions(data, "test_loop[3000]") > 10_000
+    assert bench.track_estimated_cycles(data, "test_loop[3000]") > 10_000
+    with pytest.raises(NotImplementedError, match="waits"):
+        bench.setup(data, "test_sleep[30]")
+
+
+def test_the_comment_shows_count_and_time_side_by_side_and_why():
+    from rlpace.bench.counts.why import Growth, RegressionCause
+    from rlpace.bench.render import render_report
+
+    timing = Comparison(
+        rows=(
+            BenchmarkChange("t.py::a", "a", Verdict.UNCHANGED, median_change_pct=-0.3),
+            BenchmarkChange("t.py::w", "w", Verdict.UNCHANGED, median_change_pct=1.0),
+        )
+    )
+    base = CountRun(
+        {},
+        (
+            CaseCount("a", "counted", instructions=1e6, cycles=2e6),
+            CaseCount("w", "not-counted", reason="waits: 3%"),
+        ),
+    )
+    head = CountRun(
+        {},
+        (
+            CaseCount("a", "counted", instructions=1.03e6, cycles=2.1e6),
+            CaseCount("w", "not-counted", reason="waits: 3%"),
+        ),
+    )
+    cause = RegressionCause(
+        "a",
+        3e4,
+        (Growth("ceval.c:_PyEval_EvalFrameDefault", 9e5, 9.3e5),),
+        (Growth("rlpace/data/_buffer.py:_check", 0, 64),),
+    )
+    tier = CountTier(changes=tuple(compare_counts(head, base)), causes={"a": cause}, wall_s=90)
+    text = render_report({"cpu": apply_count_tier(timing, tier)}, title="PR")
+    assert "#### Counts (instructions under Callgrind)" in text
+    row = next(line for line in text.splitlines() if line.startswith("| a | +3.00%"))
+    assert "+5.00%" in row and "+0.3%" in row and "time did not move enough to flag" in row
+    assert "<details><summary>Why did a regress? (+30,000 instructions per call)" in text
+    assert "| `rlpace/data/_buffer.py:_check` | 0 | 64 |" in text
+    assert "- w: waits: 3%" in text
+    off = apply_count_tier(timing, CountTier(unavailable="valgrind is not installed"))
+    assert "_Count tier off: valgrind is not installed._" in render_report({"cpu": off})
+    assert "Counts (instructions" not in render_report({"cpu": timing})
