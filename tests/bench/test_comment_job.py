@@ -18,6 +18,7 @@ from tests.bench.fixtures.bot.fake_github import BOT, FakeGitHub
 
 from rlpace.bench.cli import main as cli_main
 from rlpace.bench.compare import COMPARISON_FORMAT_VERSION, compare_runs
+from rlpace.bench.errors import BenchInputError
 from rlpace.bench.markdown_safe import COMMENT_LIMIT
 from rlpace.bench.render import REPORT_MARKER
 from rlpace.bench.results import load_results, results_from_records
@@ -291,3 +292,34 @@ def test_a_dispatched_run_posts_only_while_the_pr_still_has_the_reviewed_head(
     assert _run(github, tmp_path, monkeypatch, "--pr", "9", "--head-sha", "d" * 40) == 2
     assert "not posting a report of other code" in capsys.readouterr().err
     assert len(_posted(github)) == 1
+
+
+def test_a_comparison_with_the_count_tier_survives_the_record_and_renders_inert():
+    """``pr --counts`` adds count fields and a ``count_tier`` summary; the trusted job
+    validates and re-renders them, and function names from the PR's code stay inert."""
+    from rlpace.bench.compare import BenchmarkChange, Comparison, Verdict
+    from rlpace.bench.comparison_record import record_from_dict
+    from rlpace.bench.render import render_report
+
+    row = BenchmarkChange(
+        "t.py::test_a", "test_a", Verdict.WORSENED, head_median=1.1, base_median=1.0,
+        median_change_pct=-9.0, change_pct=-9.0, count_verdict="regression",
+        count_change_pct=4.0, cycles_change_pct=3.5, count_gate_pct=1.0,
+        count_note="count regression; time did not move enough to flag",
+        count_causes={"total": 1234.0, "native": [["operator|`x` @evil", 10.0, 20.0]],
+                      "python": [["[f](https://evil.example)", 1.0, 3.0]]},
+    )  # fmt: skip
+    tier = {"unavailable": None, "warnings": [], "verdicts": {"regression": 1}, "counted": 1,
+            "not_counted": 0, "wall_s": 12.0, "gates": None}  # fmt: skip
+    data = json.loads(json.dumps(Comparison(rows=(row,), count_tier=tier).to_dict()))
+    data["pipeline"] = {"set": "cpu"}
+    record = record_from_dict(data, source="cpu.json")
+    rebuilt = record.comparison
+    assert rebuilt.count_tier == tier and rebuilt.rows[0].count_causes["total"] == 1234.0
+    text = render_report(rebuilt)
+    assert "Why did test_a regress?" in text
+    assert "`operator\\|x @evil`" in text  # one code cell: no backtick, the pipe escaped
+    assert "`[f](https://evil.example)`" in text  # inside a code span: not a link
+    data["rows"][0]["count_causes"] = {"total": 1, "native": [["x", "1", 2]], "python": []}
+    with pytest.raises(BenchInputError, match="count_causes"):
+        record_from_dict(data, source="cpu.json")

@@ -75,6 +75,42 @@ def _scalars(limit: int = 64) -> dict[str, Any]:
     }
 
 
+_GROWTH = {
+    "type": "array",
+    "maxItems": 20,
+    "items": {
+        "type": "array",
+        "minItems": 3,
+        "maxItems": 3,
+        "prefixItems": [_text(300), {"type": "number"}, {"type": "number"}],
+    },
+}
+_CAUSES = {
+    "type": "object",
+    "required": ["total", "native", "python"],
+    "additionalProperties": False,
+    "properties": {"total": {"type": "number"}, "native": _GROWTH, "python": _GROWTH},
+}
+_COUNT_TIER = {
+    "type": "object",
+    "maxProperties": 16,
+    "properties": {
+        "unavailable": _text(500, null=True),
+        "warnings": {"type": "array", "maxItems": 20, "items": _text(500)},
+        "verdicts": {
+            "type": "object",
+            "maxProperties": 16,
+            "propertyNames": {"pattern": "^[a-z][a-z-]{0,31}$"},
+            "additionalProperties": _COUNT,
+        },
+        "counted": _COUNT,
+        "not_counted": _COUNT,
+        "wall_s": {"type": "number", "minimum": 0},
+        "gates": _text(300, null=True),
+    },
+    "additionalProperties": False,
+}
+
 _ROW = {
     "type": "object",
     "required": ["fullname", "name", "verdict"],
@@ -117,6 +153,11 @@ _ROW = {
         "unit": _text(40),
         "note": _text(500),
         "confirmed": {"type": ["boolean", "null"]},
+        # the count tier (rlpace.bench.counts.tier.apply_count_tier)
+        "count_verdict": {"type": ["string", "null"], "pattern": "^[a-z][a-z-]{0,31}$"},
+        **{k: _NUM for k in ("count_change_pct", "cycles_change_pct", "count_gate_pct")},
+        "count_note": _text(500, null=True),
+        "count_causes": {"anyOf": [{"type": "null"}, _CAUSES]},
     },
     "additionalProperties": _SCALAR,
 }
@@ -221,6 +262,7 @@ COMPARISON_SCHEMA: dict[str, Any] = {
             ]
         },
         "confirm_repeats": {"type": "integer", "minimum": 0, "maximum": 1000},
+        "count_tier": {"anyOf": [{"type": "null"}, _COUNT_TIER]},
         "rows": {"type": "array", "maxItems": MAX_ROWS, "items": _ROW},
         "pipeline": _PIPELINE,
     },
@@ -465,5 +507,6 @@ def _comparison(data: Mapping[str, Any]) -> Comparison:
         ),
         "calibration": None if data.get("calibration") is None else dict(data["calibration"]),
         "variance_prior": None if prior is None else (float(prior[0]), float(prior[1])),
+        "count_tier": None if data.get("count_tier") is None else dict(data["count_tier"]),
     }
     return Comparison(**_rebuilt(Comparison, data, special))

@@ -275,6 +275,7 @@ def _environment():
         calibration_text=calibration_text,
         calibration_warning=calibration_warning,
         confirmation_text=confirmation_text,
+        code_cell=lambda text: code_span(text).replace("|", "\\|"),
     )
     return env
 
