@@ -357,3 +357,73 @@ def test_the_comment_shows_count_and_time_side_by_side_and_why():
     off = apply_count_tier(timing, CountTier(unavailable="valgrind is not installed"))
     assert "_Count tier off: valgrind is not installed._" in render_report({"cpu": off})
     assert "Counts (instructions" not in render_report({"cpu": timing})
+
+
+ORPHAN = """
+import time
+
+from rlpace.bench.suite import case
+
+
+@case(timer="cpu")
+def test_first():
+    time.sleep(4)  # setup: not counted, long enough to kill the driver meanwhile
+    return lambda: sum(range(100))
+
+
+@case(timer="cpu")
+def test_second():
+    time.sleep(60)  # an orphan that went on would still be here when the test looks
+    return lambda: sum(range(100))
+"""
+
+
+@needs_valgrind
+def test_a_killed_driver_leaves_no_valgrind_process_behind(tmp_path):
+    """SIGKILL the process that drives the counting: its Valgrind child (in a session
+    of its own) must stop at the next case, not count on for an hour."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    suite = tmp_path / "tree" / "tests" / "benchmarks"
+    suite.mkdir(parents=True)
+    (suite / "test_orphan.py").write_text(ORPHAN, "utf-8")
+    driver = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys; from pathlib import Path; "
+         "from rlpace.bench.counts.session import count_tree, CountSettings; "
+         "count_tree(Path(sys.argv[1]), Path(sys.argv[2]), "
+         "settings=CountSettings(python_calls=0))",
+         str(tmp_path / "tree"), str(tmp_path / "out.json")],
+    )  # fmt: skip
+
+    def counting() -> list[int]:
+        pids = []
+        for entry in Path("/proc").iterdir():
+            try:
+                cmd = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if b"valgrind" in cmd and str(tmp_path).encode() in cmd:
+                pids.append(int(entry.name))
+        return pids
+
+    deadline = time.monotonic() + 120
+    progress = tmp_path / "out.dumps"
+    while time.monotonic() < deadline and not (
+        counting() and any(b'"start"' in p.read_bytes() for p in progress.glob("*progress*"))
+    ):
+        time.sleep(0.2)
+    assert counting(), "the counting process never started"
+    os.kill(driver.pid, signal.SIGKILL)
+    driver.wait()
+    deadline = time.monotonic() + 30
+    while counting() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    left = counting()
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert not left, "Valgrind kept counting after its driver was killed"

@@ -212,6 +212,7 @@ def _count_one(c, params: dict, test_id: str, spec: dict, shim, skip_case) -> di
 def main(spec_path: str) -> int:
     spec = json.loads(Path(spec_path).read_text(encoding="utf-8"))
     progress = Path(spec["progress"])
+    parent = os.getppid()  # the driver; if it dies (even SIGKILLed) this process stops
     plan_only = bool(spec.get("plan_only"))
     try:
         shim = None if plan_only else ctypes.CDLL(spec["shim"])
@@ -251,6 +252,8 @@ def main(spec_path: str) -> int:
     for c, params, test_id in plan:
         if test_id in done:
             continue
+        if os.getppid() != parent:  # orphaned: nobody reads the counts any more
+            return 4
         _emit(progress, event="start", id=test_id)
         try:
             result = _count_one(c, params, test_id, spec, shim, SkipCase)

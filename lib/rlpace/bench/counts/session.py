@@ -209,40 +209,59 @@ def _run_child(
         proc = subprocess.Popen(  # noqa: S603 - our own command line
             command, env=dict(env), stdout=err, stderr=err, start_new_session=True
         )
-        current: tuple[str, float] | None = None
-        while True:
-            finished = proc.poll() is not None
-            for event in progress.new():
-                kind = event.pop("event")
-                if kind == "plan":
-                    state["plan"] = event["ids"]
-                elif kind == "fatal":
-                    state["fatal"] = event["reason"]
-                elif kind == "start":
-                    current = (event["id"], time.monotonic())
-                elif kind == "done":
-                    test_id = event.pop("id")
-                    results[test_id] = event
-                    current = None
-                    if on_case is not None:
-                        on_case(test_id, event["status"])
-            if finished:
-                break
-            if current is not None and time.monotonic() - current[1] > settings.case_timeout:
+        try:
+            current = _watch_child(proc, progress, results, state, settings, on_case)
+        finally:  # an error or Ctrl-C in the driver must not leave Valgrind running
+            if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
-                results[current[0]] = {
-                    "status": "timed-out",
-                    "reason": f"ran past {settings.case_timeout:.0f} s under Valgrind",
-                }
-                current = None
-                break
-            time.sleep(0.2)
         if current is not None:  # the process died inside a case
             results[current[0]] = {
                 "status": "crashed",
                 "reason": _crash_reason(log.read_text(errors="replace"), proc.returncode),
             }
+
+
+def _watch_child(
+    proc: subprocess.Popen,
+    progress: _Progress,
+    results: dict[str, dict],
+    state: dict,
+    settings: CountSettings,
+    on_case: Callable[[str, str], None] | None,
+) -> tuple[str, float] | None:
+    """Follow one counting process's events until it ends (or a case times out); the
+    case it was inside when it ended, if any."""
+    current: tuple[str, float] | None = None
+    while True:
+        finished = proc.poll() is not None
+        for event in progress.new():
+            kind = event.pop("event")
+            if kind == "plan":
+                state["plan"] = event["ids"]
+            elif kind == "fatal":
+                state["fatal"] = event["reason"]
+            elif kind == "start":
+                current = (event["id"], time.monotonic())
+            elif kind == "done":
+                test_id = event.pop("id")
+                results[test_id] = event
+                current = None
+                if on_case is not None:
+                    on_case(test_id, event["status"])
+        if finished:
+            break
+        if current is not None and time.monotonic() - current[1] > settings.case_timeout:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            results[current[0]] = {
+                "status": "timed-out",
+                "reason": f"ran past {settings.case_timeout:.0f} s under Valgrind",
+            }
+            current = None
+            break
+        time.sleep(0.2)
+    return current
 
 
 def _crash_reason(log: str, returncode: int | None) -> str:
