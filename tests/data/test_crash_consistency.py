@@ -507,6 +507,9 @@ def _child_owning_folders(send_storage: bool = False):
     if pid == 0:
         try:
             os.close(read)
+            # a fresh program's SIGTERM: earlier tests in this pytest process (Ray, say)
+            # may have installed a handler of their own, which rlpace leaves in place
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
             torch.set_num_threads(1)
             shm = ReplayBuffer(TensorStorage(4))
             shm.extend(_batch(0, 2))
