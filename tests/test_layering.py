@@ -52,21 +52,13 @@ def test_package_imports_point_one_way(package: str) -> None:
 
 
 def test_import_does_not_touch_multiprocessing_start_method() -> None:
-    import subprocess
-    import sys
 
     code = (
         "import multiprocessing as mp\n"
         "import rlpace, rlpace.data, rlpace.collectors, rlpace.envs.llm, rlpace.trainers, rlpace.bench\n"
         "print(mp.get_start_method(allow_none=True))\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        check=True,
-        env={"PYTHONPATH": str(LIB.parent), "PATH": "/usr/bin:/bin"},
-    )
+    out = _fresh_python(code)
     assert out.stdout.strip() == "None"
 
 
@@ -117,19 +109,25 @@ def test_bench_modules_import_each_other_without_a_cycle() -> None:
 
 
 def test_importing_bench_stays_light() -> None:
-    import subprocess
-    import sys
 
     code = (
         "import sys, rlpace.bench as b\n"
         "print(sorted(m for m in ('torch', 'pandas', 'scipy') if m in sys.modules))\n"
         "print(b.Judge.__module__, len(b.PUBLIC_NAMES))\n"
     )
-    out = subprocess.run(
+    out = _fresh_python(code)
+    assert out.stdout.split("\n")[:2] == ["[]", "rlpace.bench.judge 16"]
+
+
+def _fresh_python(code: str):
+    """Run ``code`` in a fresh interpreter that sees only this checkout's ``lib``."""
+    import subprocess
+    import sys
+
+    return subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,
         text=True,
         check=True,
         env={"PYTHONPATH": str(LIB.parent), "PATH": "/usr/bin:/bin"},
     )
-    assert out.stdout.split("\n")[:2] == ["[]", "rlpace.bench.judge 16"]
