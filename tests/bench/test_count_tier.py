@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import shutil
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -25,7 +26,13 @@ from rlpace.bench.counts.records import (
     read_counts,
     write_counts,
 )
-from rlpace.bench.counts.session import CountJob, CountSettings, count_tree, count_trees
+from rlpace.bench.counts.session import (
+    CountJob,
+    CountSettings,
+    count_tree,
+    count_trees,
+    profile_cases,
+)
 from rlpace.bench.counts.tier import CountTier, apply_count_tier, run_count_tier
 from rlpace.bench.counts.toolchain import CountUnavailable, find_toolchain
 from rlpace.bench.counts.verdict import compare_counts, gate_from_aa
@@ -69,6 +76,15 @@ def test_dict(n):
     return lambda: sorted({{k: len(k) for k in keys}}.items())
 
 
+def _only_small(n):
+    return n < 100 or "declared out for this size"
+
+
+@case(params={{"n": [10, 1000]}}, timer="cpu", count=_only_small)
+def test_sizes(n):
+    return lambda: sum(range(n))
+
+
 @case(params={{"ms": [30]}}, timer="cpu", count=True)
 def test_sleep(ms):
     return lambda: time.sleep(ms / 1000)
@@ -93,7 +109,7 @@ def counted(tmp_path_factory):
     top = tmp_path_factory.mktemp("count-tier")
     base = _tree(top / "base", "")
     head = _tree(top / "head", "_check(data[: len(data) // 20])")
-    settings = CountSettings(python_calls=50)
+    settings = CountSettings()
     jobs = [
         CountJob(base, top / "out" / "base.json"),
         CountJob(base, top / "out" / "base2.json"),
@@ -108,7 +124,7 @@ def test_same_code_gives_the_same_counts(counted):
     a, b = counted["base"], counted["base2"]
     assert [c.test_id for c in a.cases] == [c.test_id for c in b.cases]
     gates = gate_from_aa([a, b])
-    assert set(gates) == {"test_loop[3000]", "test_dict[500]"}
+    assert set(gates) == {"test_loop[3000]", "test_dict[500]", "test_sizes[10]"}
     for gate in gates.values():
         assert gate.spread < 0.005  # the stated tolerance: A/A within 0.5 %
     assert all(
@@ -129,9 +145,18 @@ def test_a_few_percent_of_real_work_is_flagged_and_nothing_else(counted):
 @needs_valgrind
 def test_why_names_the_function_that_grew(counted):
     head, base = counted["head"].by_id(), counted["base"].by_id()
+    # no Python profile under Valgrind: a plain process profiles the flagged case
+    assert head["test_loop[3000]"].python_calls is None
+    top = counted["dir"].parent
+    calls = {
+        side: profile_cases(
+            CountJob(top / side, counted["dir"] / f"{side}.json"), ["test_loop[3000]"]
+        )
+        for side in ("base", "head")
+    }
     cause = explain_regression(
-        head["test_loop[3000]"],
-        base["test_loop[3000]"],
+        replace(head["test_loop[3000]"], python_calls=calls["head"]["test_loop[3000]"]),
+        replace(base["test_loop[3000]"], python_calls=calls["base"]["test_loop[3000]"]),
         head_dir=counted["dir"],
         base_dir=counted["dir"],
     )
@@ -141,6 +166,14 @@ def test_why_names_the_function_that_grew(counted):
     dump = read_dump(counted["dir"] / head["test_loop[3000]"].dump)
     assert dump.trigger == "test_loop[3000]"
     assert inclusive_costs(dump.path)
+
+
+@needs_valgrind
+def test_a_case_decides_per_parameter_set_whether_it_is_counted(counted):
+    cases = counted["base"].by_id()
+    assert cases["test_sizes[10]"].status == "counted"
+    assert cases["test_sizes[1000]"].status == "not-counted"
+    assert cases["test_sizes[1000]"].reason == "declared: declared out for this size"
 
 
 @needs_valgrind
@@ -306,7 +339,10 @@ def test_asv_tracks_the_counts_of_the_claimed_cases(tmp_path, monkeypatch):
     for name in [n for n in sys.modules if n == "benchmarks" or n.startswith("benchmarks.")]:
         monkeypatch.delitem(sys.modules, name)
     counts = importlib.import_module("benchmarks.counts").Counts
-    assert counts.params == [["test_loop[3000]", "test_dict[500]", "test_sleep[30]"]]
+    # per parameter set: test_sizes[1000] is declared out
+    assert counts.params == [
+        ["test_loop[3000]", "test_dict[500]", "test_sizes[10]", "test_sleep[30]"]
+    ]
     bench = counts()
     data = bench.setup_cache()
     bench.setup(data, "test_loop[3000]")

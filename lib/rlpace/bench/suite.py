@@ -119,7 +119,10 @@ class Case:
             computation in this process, ``False`` when it runs workers, threads or
             waits; ``None`` (the default) follows ``timer``: counted when ``"cpu"``.
             A claimed case whose call turns out to wait is still reported as not
-            counted ("waits"), never given a tiny count.
+            counted ("waits"), never given a tiny count. A callable decides per
+            parameter set: called with the case's parameters, it returns ``True``
+            (counted) or a string saying why not (e.g. ``torch.compile`` kernels that
+            Valgrind cannot execute).
 
     Example:
         >>> c = Case("test_noop", lambda impl: (lambda: None), {"impl": ("rlpace",)})
@@ -133,7 +136,7 @@ class Case:
     gpu: bool = False
     module: str = ""
     timer: str = "wall"
-    count: bool | None = None
+    count: bool | None | Callable[..., bool | str] = None
 
     def __post_init__(self) -> None:
         if self.timer not in TIMERS:
@@ -163,7 +166,34 @@ class Case:
             >>> Case("test_x", lambda: None, {}, timer="cpu", count=False).counted
             False
         """
+        if callable(self.count):
+            return True
         return self.timer == "cpu" if self.count is None else bool(self.count)
+
+    def count_decision(self, **params: Any) -> str | None:
+        """Why the count tier does not claim this parameter set, or None when it does.
+
+        Example:
+            >>> def only_eager(mode):
+            ...     return mode == "eager" or "compiled kernels are not countable"
+            >>> c = Case("test_x", lambda mode: None, {"mode": ["eager", "compile"]},
+            ...          timer="cpu", count=only_eager)
+            >>> c.count_decision(mode="eager") is None, c.count_decision(mode="compile")
+            (True, 'declared: compiled kernels are not countable')
+        """
+        if params.get("device", "cpu") != "cpu":
+            return "runs on an accelerator"
+        declared = self.count
+        if callable(declared):
+            own = {k: v for k, v in params.items() if k in self.params}
+            declared = declared(**own)
+        elif declared is None:
+            declared = self.timer == "cpu"
+        if isinstance(declared, str):
+            return f"declared: {declared}"
+        if not declared:
+            return "declared: timed on the wall clock or count=False (workers, threads or waits)"
+        return None
 
     @property
     def param_names(self) -> tuple[str, ...]:
@@ -416,7 +446,7 @@ def case(
     gpu: bool = False,
     name: str | None = None,
     timer: str = "wall",
-    count: bool | None = None,
+    count: bool | None | Callable[..., bool | str] = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Declare a benchmark case; the decorated setup function stays callable as before.
 

@@ -15,6 +15,11 @@ Protocol, one JSON object per line appended to the progress file:
 - ``{"event": "done", "id": ..., "status": ..., "reason": ..., ...}`` after it;
 - ``{"event": "fatal", "reason": ...}`` when nothing more can run.
 
+With ``"profile": [ids]`` in the spec the process runs without Valgrind and, for
+those cases only, reports the Python call counts of one profiled call
+(``"status": "profiled"``, ``"python_calls": {...}``): the names behind a count
+regression, at native speed rather than under Valgrind.
+
 Per counted case: its setup and ``warmup`` plain calls run with instrumentation off
 (the plain calls decide whether the case computes or waits); then, with the garbage
 collector off, instrumentation on, one call warms the simulated caches,
@@ -141,8 +146,12 @@ def _python_calls(fn, roots: list[str], limit: int) -> dict[str, int]:
 
 def _unclaimed(c, params: dict) -> str | None:
     """Why the count tier does not claim a case by its declaration, or None."""
+    decide = getattr(c, "count_decision", None)
+    if decide is not None:
+        return decide(**params)
+    # an older rlpace (a base commit) without count_decision: its flag, else its timer
     declared = getattr(c, "count", None)
-    if declared is None:  # the flag's default, or an rlpace without it: follow the timer
+    if declared is None:
         declared = getattr(c, "timer", "wall") == "cpu"
     if params.get("device", "cpu") != "cpu":
         return "runs on an accelerator"
@@ -161,9 +170,6 @@ def _count_one(c, params: dict, test_id: str, spec: dict, shim, skip_case) -> di
         return {"status": "skipped", "reason": str(exc)}
     fn = timed.fn
     try:
-        # the best of the warm-up calls, and up to three more while it looks like
-        # waiting: a computing call preempted in a way schedstat misses reads low once,
-        # a call that sleeps reads low every time
         warmup = max(1, int(spec["warmup"]))
         # the median clear reading of the warm-up calls, and of up to three more while
         # any reads like waiting (one call can pay Valgrind's translation of new code,
@@ -200,10 +206,23 @@ def _count_one(c, params: dict, test_id: str, spec: dict, shim, skip_case) -> di
             shim.rlpace_stop_instrumentation()
         finally:
             gc.enable()
-        out = {"status": "counted", "reason": "", "busy_share": share}
-        if spec.get("python_calls"):
-            out["python_calls"] = _python_calls(fn, spec["roots"], int(spec["python_calls"]))
-        return out
+        return {"status": "counted", "reason": "", "busy_share": share}
+    finally:
+        if timed.teardown is not None:
+            timed.teardown()
+
+
+def _profile_one(c, params: dict, spec: dict, skip_case) -> dict:
+    """A plain (un-instrumented) process's Python call counts of one call of a case:
+    Python-level names for "why did it regress?", at native speed."""
+    try:
+        timed = c.make(**params)
+    except skip_case as exc:
+        return {"status": "skipped", "reason": str(exc)}
+    try:
+        timed.fn()  # lazy initialisation is not part of a steady call
+        calls = _python_calls(timed.fn, spec["roots"], int(spec.get("python_calls") or 200))
+        return {"status": "profiled", "reason": "", "python_calls": calls}
     finally:
         if timed.teardown is not None:
             timed.teardown()
@@ -213,9 +232,10 @@ def main(spec_path: str) -> int:
     spec = json.loads(Path(spec_path).read_text(encoding="utf-8"))
     progress = Path(spec["progress"])
     parent = os.getppid()  # the driver; if it dies (even SIGKILLed) this process stops
+    plain = bool(spec.get("plan_only")) or spec.get("profile") is not None
     plan_only = bool(spec.get("plan_only"))
     try:
-        shim = None if plan_only else ctypes.CDLL(spec["shim"])
+        shim = None if plain else ctypes.CDLL(spec["shim"])
         if shim is not None:
             shim.rlpace_dump_stats_at.argtypes = [ctypes.c_char_p]
         if shim is not None and not shim.rlpace_running_on_valgrind():
@@ -249,14 +269,18 @@ def main(spec_path: str) -> int:
     )
     if plan_only:  # a plain process asked which cases Valgrind would have to run
         return 0
+    profile = spec.get("profile")
     for c, params, test_id in plan:
-        if test_id in done:
+        if test_id in done or (profile is not None and test_id not in profile):
             continue
         if os.getppid() != parent:  # orphaned: nobody reads the counts any more
             return 4
         _emit(progress, event="start", id=test_id)
         try:
-            result = _count_one(c, params, test_id, spec, shim, SkipCase)
+            if profile is not None:
+                result = _profile_one(c, params, spec, SkipCase)
+            else:
+                result = _count_one(c, params, test_id, spec, shim, SkipCase)
         except Exception as exc:  # noqa: BLE001 - one failing case must not end the run
             result = {"status": "failed", "reason": f"{type(exc).__name__}: {exc}"}
         _emit(progress, event="done", id=test_id, **result)

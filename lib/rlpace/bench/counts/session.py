@@ -21,6 +21,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -37,7 +38,14 @@ from rlpace.bench.counts.dumps import read_dumps
 from rlpace.bench.counts.records import CaseCount, CountRun, write_counts
 from rlpace.bench.counts.toolchain import CountUnavailable, Toolchain, find_toolchain
 
-__all__ = ["CACHE_GEOMETRY", "CountJob", "CountSettings", "count_tree", "count_trees"]
+__all__ = [
+    "CACHE_GEOMETRY",
+    "CountJob",
+    "CountSettings",
+    "count_tree",
+    "count_trees",
+    "profile_cases",
+]
 
 CACHE_GEOMETRY = ("--I1=32768,8,64", "--D1=32768,8,64", "--LL=8388608,16,64")
 """The simulated caches (CodSpeed's): recorded in every count file."""
@@ -71,8 +79,10 @@ class CountSettings:
     calls: int = 1
     """Measured calls per case; the counts are per call (their mean)."""
     warmup: int = 2
-    """Plain calls before the counted ones (warm caches and lazy initialisation; the
-    last one feeds the wait guard)."""
+    """Plain calls before the counted ones (lazy initialisation; they feed the wait
+    guard). Two, because the first call under Valgrind also pays the translation of
+    code it runs for the first time, which reads as computing even in a call that
+    sleeps."""
     busy_share: float = 0.25
     """A case whose plain call computes less than this share of its wall time (time
     queued for a CPU excluded) waits on something the counts cannot see: not counted.
@@ -82,7 +92,8 @@ class CountSettings:
     case_timeout: float = 900.0
     """Seconds one case may take under Valgrind (setup included) before it is stopped."""
     python_calls: int = 200
-    """Python functions whose call counts are kept per case (0: no profiled call)."""
+    """Python functions whose call counts :func:`profile_cases` keeps per case (a plain
+    process profiles only the cases a comparison flags, never under Valgrind)."""
     select: tuple[str, ...] = ()
     """Test-id patterns (globs, or substrings) choosing cases; empty: all of them."""
     keyword: str | None = None
@@ -391,6 +402,7 @@ def _spec(
         "busy_share": settings.busy_share,
         "python_calls": settings.python_calls,
         "roots": roots,
+        "profile": None,
     }
 
 
@@ -488,3 +500,58 @@ def count_trees(
 
     with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
         return list(pool.map(one, jobs))
+
+
+def profile_cases(
+    job: CountJob,
+    test_ids: Sequence[str],
+    *,
+    settings: CountSettings | None = None,
+    suite_dir: Path | None = None,
+) -> dict[str, dict[str, int]]:
+    """Python call counts of one call of each of ``test_ids`` in ``job.tree``, profiled
+    in a plain process (no Valgrind: seconds, not minutes).
+
+    Only cases that ran are in the result; one that failed or was skipped is left out
+    (the comment then lists native functions only). The files go beside ``job.output``.
+
+    Example:
+        >>> calls = profile_cases(CountJob(Path("."), Path("build/head.json")),
+        ...                       ["test_rb_sample[rlpace-tensor]"])  # doctest: +SKIP
+        >>> sorted(calls["test_rb_sample[rlpace-tensor]"])[:1]  # doctest: +SKIP
+        ['rlpace/data/_buffer.py:sample']
+    """
+    if not test_ids:
+        return {}
+    settings = settings or CountSettings()
+    tree = Path(job.tree).resolve()
+    output = Path(job.output).resolve()
+    work = output.with_suffix("").with_name(output.stem + ".profile")
+    work.mkdir(parents=True, exist_ok=True)
+    paths = _Paths(work / "spec.json", work / "progress.jsonl", work / "profile.log")
+    paths.progress.unlink(missing_ok=True)
+    rest = os.environ.get("PYTHONPATH", "")
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(p for p in (str(tree / "lib"), rest) if p),
+        **job.environ,
+        **DETERMINISTIC_ENV,
+    }
+    suite = Path(suite_dir).resolve() if suite_dir is not None else tree / SUITE_DIR
+    spec = {**_spec(tree, suite, settings, paths, (), ""), "profile": list(test_ids)}
+    paths.spec.write_text(json.dumps(spec), encoding="utf-8")
+    # on a timeout, what it profiled before is still in the progress file
+    with paths.log.open("ab") as err, contextlib.suppress(subprocess.TimeoutExpired):
+        subprocess.run(  # noqa: S603 - our own command line
+            [str(job.python), str(CHILD_SCRIPT), str(paths.spec)],
+            env=env,
+            stdout=err,
+            stderr=err,
+            check=False,
+            timeout=max(60.0, settings.case_timeout),
+        )
+    found = {}
+    for event in _Progress(paths.progress).new():
+        if event.get("event") == "done" and event.get("status") == "profiled":
+            found[event["id"]] = {k: int(v) for k, v in event["python_calls"].items()}
+    return found

@@ -26,14 +26,15 @@ Example:
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlpace.bench.counts.gates import read_gates
 from rlpace.bench.counts.records import CountRun, count_differences
-from rlpace.bench.counts.session import CountJob, CountSettings, count_trees
+from rlpace.bench.counts.session import CountJob, CountSettings, count_trees, profile_cases
 from rlpace.bench.counts.toolchain import CountUnavailable
 from rlpace.bench.counts.verdict import DEFAULT_FLOOR, DEFAULT_K, CountChange, compare_counts
 from rlpace.bench.counts.why import RegressionCause, explain_regression
@@ -67,6 +68,16 @@ class CountTier:
     gates: str | None = None
     """The gate file used, or None (the default gate then applies)."""
 
+    def counted_ids(self) -> frozenset[str]:
+        """The cases counted on both sides (their counts decide their verdict).
+
+        Example:
+            >>> CountTier(changes=(CountChange("a", "same", instructions_change=0.0),
+            ...                    CountChange("b", "not-counted"))).counted_ids()
+            frozenset({'a'})
+        """
+        return frozenset(c.test_id for c in self.changes if c.instructions_change is not None)
+
     def summary(self) -> dict[str, Any]:
         """The ``count_tier`` entry of the comparison: what the reader is told."""
         by = {}
@@ -95,8 +106,12 @@ def run_count_tier(
     gates_file: Path | None = None,
     k: float = DEFAULT_K,
     floor: float = DEFAULT_FLOOR,
+    on_case: Callable[[str, str, str], None] | None = None,
 ) -> CountTier:
     """Count base and head side by side and judge them; never raises for a missing tool.
+
+    ``on_case(side, test_id, status)`` is called as each case of either side finishes
+    (``side`` is ``base`` or ``head``).
 
     Example:
         >>> run_count_tier(head_tree=Path("."), base_tree=Path("base"),  # doctest: +SKIP
@@ -110,7 +125,7 @@ def run_count_tier(
         CountJob(head_tree, out_dir / "head.json", head_python, dict(environ.get("head", {}))),
     ]
     try:
-        base, head = count_trees(jobs, settings=settings)
+        base, head = count_trees(jobs, settings=settings, on_case=on_case)
     except CountUnavailable as exc:
         return CountTier(unavailable=str(exc), wall_s=time.monotonic() - started)
     try:
@@ -127,10 +142,24 @@ def run_count_tier(
             warnings.append(f"gates not used ({exc}); every case is judged on the default gate")
             gates = {}
     changes = compare_counts(head, base, gates=gates, k=k, floor=floor)
+    flagged = [c.test_id for c in changes if c.flagged]
+    if flagged:  # Python-level names for the flagged cases, from plain processes
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            calls = list(pool.map(lambda job: profile_cases(job, flagged, settings=settings), jobs))
+        base, head = (
+            _with_calls(run, found) for run, found in zip((base, head), calls, strict=True)
+        )
     causes = _causes(changes, head, base, jobs[1].output.parent, jobs[0].output.parent)
     return CountTier(
         tuple(changes), causes, tuple(warnings), None, time.monotonic() - started, used
     )
+
+
+def _with_calls(run: CountRun, calls: Mapping[str, dict[str, int]]) -> CountRun:
+    cases = tuple(
+        replace(c, python_calls=calls[c.test_id]) if c.test_id in calls else c for c in run.cases
+    )
+    return replace(run, cases=cases)
 
 
 def _causes(
