@@ -7,6 +7,7 @@ The report must flag that one and only that one.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -325,8 +326,9 @@ def test_pr_flags_the_slowed_case_and_only_it(tiny_repo, tmp_path, monkeypatch, 
 
 def test_a_flag_the_confirmation_does_not_repeat_is_noise(tmp_path, monkeypatch, capsys):
     # the head slows test_touched down in the first runs only, as a burst of load on one
-    # side would: the confirmation's fresh processes do not see it
-    repo = _tiny_repo(tmp_path, "sum(DATA * (1 if CONFIRMING else 10))")
+    # side would: the confirmation's fresh processes do not see it (they run exactly
+    # the base's code; `DATA * 1` would still copy the list)
+    repo = _tiny_repo(tmp_path, "sum(DATA) if CONFIRMING else sum(DATA * 10)")
     monkeypatch.chdir(repo)
     code = cli_main(
         ["pr", "--base", "HEAD~1", "--repeats", "2", "--max-time", "0.05", "--threshold", "25"]
@@ -369,3 +371,101 @@ def test_pr_command_bad_input_exits_2_and_says_why(tiny_repo, tmp_path, monkeypa
     monkeypatch.chdir(tmp_path)
     assert cli_main(["pr", "--cache-dir", cache]) == 2
     assert "expected a git working tree" in capsys.readouterr().err
+
+
+COUNTED_CASES = """from rlpace.bench.suite import Timed, case
+
+DATA = list(range(3000))
+
+
+def _check(values):
+    for x in values:
+        if x < 0:
+            raise ValueError(x)
+
+
+@case(timer="cpu")
+def test_computes():
+    def work():
+        total = sum(x * x for x in DATA)
+        {extra}
+        return total
+
+    return Timed(work, items=len(DATA), unit="numbers")
+
+
+@case(timer="cpu")
+def test_untouched():
+    return Timed(lambda: sorted(DATA, key=lambda x: -x), items=len(DATA), unit="numbers")
+
+
+@case()
+def test_on_the_clock():
+    return Timed(lambda: sum(DATA), items=len(DATA), unit="numbers")
+"""
+
+
+@pytest.mark.skipif(
+    shutil.which("valgrind") is None or shutil.which("gcc") is None,
+    reason="valgrind or gcc is not installed: the count tier cannot run here",
+)
+def test_pr_judges_counted_cases_by_counts_and_times_them_once_a_side(tmp_path, monkeypatch):
+    """A head that adds a few percent of real work (a range check over a twentieth of
+    the data) to one counted case: the counts flag it, and nothing else; the cases on
+    the CPU clock are timed once a side (a duet), the wall-clock case every repeat."""
+    repo = tmp_path / "tiny"
+    suite = repo / "tests" / "benchmarks"
+    suite.mkdir(parents=True)
+    (repo / "lib").mkdir()
+    (repo / "pyproject.toml").write_text(
+        '[tool.pytest.ini_options]\naddopts = "--import-mode=importlib"\n'
+    )
+    (suite / "conftest.py").write_text(SUITE_PLUGIN.read_text())
+    (suite / "test_tiny.py").write_text(COUNTED_CASES.format(extra=""))
+    _git(repo, "init", "-q")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "base")
+    (suite / "test_tiny.py").write_text(
+        COUNTED_CASES.format(extra="_check(DATA[: len(DATA) // 20])")
+    )
+    _git(repo, "commit", "-qam", "head: a range check in test_computes")
+    monkeypatch.chdir(repo)
+    code = cli_main(
+        ["pr", "--base", "HEAD~1", "--repeats", "2", "--max-time", "0.02", "--threshold", "25"]
+        + ["--cache-dir", str(tmp_path / "cache")]
+    )
+    assert code == 0
+    data = json.loads((repo / "reports" / "pr" / "cpu.json").read_text())
+    rows = {row["name"]: row for row in data["rows"]}
+    computes = rows["test_computes"]
+    assert computes["verdict"] == "worsened" and computes["count_verdict"] == "regression"
+    assert 1.0 < computes["count_change_pct"] < 15.0
+    # the clock cannot see a few percent at 25 %: the row says the counts decided
+    assert computes["count_note"].startswith("count regression")
+    assert rows["test_untouched"]["count_verdict"] == "same"
+    assert rows["test_untouched"]["verdict"] != "worsened"
+    assert rows["test_on_the_clock"]["count_verdict"] == "not-counted"
+    assert data["count_tier"]["counted"] == 2 and data["count_tier"]["unavailable"] is None
+
+    # the CPU-clock cases ran once a side, as a duet; the wall-clock one every repeat
+    def names(path):
+        ran = json.loads(path.read_text())["benchmarks"]
+        return sorted(b["name"] for b in ran)
+
+    runs, clock = tmp_path / "cache" / "runs" / "cpu", tmp_path / "cache" / "runs" / "cpu-cpu-clock"
+    assert sorted(p.name for p in clock.glob("*.json")) == ["base-0.json", "head-0.json"]
+    assert names(clock / "head-0.json") == ["test_computes", "test_untouched"]
+    for side in ("base", "head"):
+        for k in (0, 1):
+            assert names(runs / f"{side}-{k}.json") == ["test_on_the_clock"]
+    assert data["pipeline"]["cpu_clock"] == {
+        "repeats": 1,
+        "duet": True,
+        "order": ["base-0", "head-0"],
+    }
+    assert data["pipeline"]["order"] == ["base-0", "head-0", "head-1", "base-1"]
+    # "why": the function that grew, by Python call counts from a plain process
+    causes = computes["count_causes"]
+    assert any(name.endswith("test_tiny.py:_check") for name, _b, _h in causes["python"])
+    comment = (repo / "reports" / "pr" / "cpu.md").read_text()
+    assert "test_computes" in comment and "count regression" in comment

@@ -7,6 +7,9 @@ Options:
     --rlpace-threads N: call ``torch.set_num_threads(N)`` once in this process before
         any case runs; defaults to ``$RLPACE_BENCH_THREADS`` (``rlpace-bench run`` sets
         it to 1); unset leaves torch's default.
+    --rlpace-timer {cpu,wall}: time only the cases on that clock, skip the others
+        (default ``$RLPACE_BENCH_TIMER``, unset: every case). ``rlpace-bench pr`` times
+        the CPU-clock cases, which the count tier judges, in a pass of their own.
 
 Every result file also carries the environment metadata of
 :func:`rlpace.bench.environment.collect_environment` under ``machine_info["rlpace"]``,
@@ -37,6 +40,13 @@ def pytest_addoption(parser):
         type=int,
         default=None,
         help="torch intra-op threads for the whole session (rlpace-bench run passes 1)",
+    )
+    group.addoption(
+        "--rlpace-timer",
+        choices=("cpu", "wall"),
+        default=None,
+        help="time only the cases on this clock and skip the others (default: "
+        "$RLPACE_BENCH_TIMER, unset: every case)",
     )
 
 
@@ -95,10 +105,22 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         c = _case_of(getattr(item, "obj", None))
         (drop if c is not None and not c.in_set(set_name) else keep).append(item)
+    only = config.getoption("--rlpace-timer") or os.environ.get("RLPACE_BENCH_TIMER") or None
+    if only not in (None, "cpu", "wall"):
+        raise pytest.UsageError(
+            f"RLPACE_BENCH_TIMER: expected cpu or wall, got {only!r}; unset it or fix the value"
+        )
     for item in keep:  # GPU-set items carry the `gpu` marker, so `-m gpu` selects them too
         callspec = getattr(item, "callspec", None)
         if callspec is not None and callspec.params.get("device") == "cuda":
             item.add_marker(pytest.mark.gpu)
+        c = _case_of(getattr(item, "obj", None))
+        if only is not None and c is not None:
+            params = dict(callspec.params) if callspec is not None else {}
+            timer = c.timer_for(**{k: v for k, v in params.items() if k in c.param_names})
+            if timer != only:
+                # skipped, not deselected: a pass with nothing on its clock still runs
+                item.add_marker(pytest.mark.skip(reason=f"timed in the {timer}-clock pass"))
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep

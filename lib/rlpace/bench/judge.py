@@ -81,12 +81,21 @@ class NoiseModel:
     family_alpha: float = 0.05
     """The chance, per PR run, that an A/A comparison flags anything (sets the gates)."""
 
-    def gate_fractions(self, repeats: int | None = None) -> dict[str, float]:
-        """The gates for a comparison of ``repeats`` runs a side (None: as calibrated)."""
+    def gate_fractions(self, repeats: int | Mapping[str, int] | None = None) -> dict[str, float]:
+        """The gates for a comparison of ``repeats`` runs a side (None: as calibrated;
+        a mapping: per benchmark, those not in it as calibrated).
+
+        Example:
+            >>> NoiseModel(gates={"a": 0.04, "b": 0.04}, repeats=2).gate_fractions({"a": 1})
+            {'a': 0.056096, 'b': 0.04}
+        """
         if repeats is None:
             return dict(self.gates)
+        per = repeats if isinstance(repeats, Mapping) else dict.fromkeys(self.gates, repeats)
         return {
-            name: scale_gate_fraction(g, calibrated_repeats=self.repeats, repeats=repeats)
+            name: scale_gate_fraction(
+                g, calibrated_repeats=self.repeats, repeats=per.get(name, self.repeats)
+            )
             for name, g in self.gates.items()
         }
 
@@ -275,7 +284,9 @@ class Judge:
         variance_prior: tuple[float, float] | None = None,
     ) -> Comparison:
         if gates is None and self.noise is not None:
-            gates = self.noise.gate_fractions(_runs_per_side(head, base))
+            # each benchmark's gate for the runs it has (pr times the CPU-clock cases,
+            # which the count tier judges, once a side and the others every repeat)
+            gates = self.noise.gate_fractions(_runs_by_benchmark(head, base))
         floor = noise_floor_from_controls(head, base) if self.control_floor else None
         return compare_runs(
             head,
@@ -300,6 +311,19 @@ class Judge:
             confirm=self.confirm_runs,
         )
         return replace(comparison, calibration=note.to_dict())
+
+
+def _runs_by_benchmark(head: pd.DataFrame, base: pd.DataFrame) -> dict[str, int]:
+    """``fullname → runs`` merged into the side with fewer of them (at least 1)."""
+
+    def runs(frame: pd.DataFrame) -> dict[str, int]:
+        return {
+            name: len(m) if m is not None else 1
+            for name, m in zip(frame["fullname"], frame["run_medians"], strict=True)
+        }
+
+    h, b = runs(head), runs(base)
+    return {name: max(min(n, b.get(name, n)), 1) for name, n in h.items()}
 
 
 def _runs_per_side(head: pd.DataFrame, base: pd.DataFrame) -> int:

@@ -56,6 +56,7 @@ from rlpace.bench.base_revision import (
 from rlpace.bench.errors import BenchInputError
 from rlpace.bench.runner import (
     SUITE_DIR,
+    TIMER_VARIABLE,
     RunOutcome,
     RunSettings,
     abba_schedule,
@@ -137,12 +138,12 @@ class PipelineConfig:
     if these runs flag it too, the same way (0: no confirmation). A whole process that
     ran slow (a burst of load, the rare slow start of a multi-process case) flags
     benchmarks in a two-run comparison; it does not repeat in fresh processes."""
-    counts: bool = False
-    """Count the CPU set's single-process cases under Callgrind too, base and head side
-    by side (:mod:`rlpace.bench.counts`): a count regression is flagged whatever the
-    clock says. Without Valgrind the comment says so and timing alone judges. Off by
-    default: the whole CPU set costs about 30 CPU-minutes a side under Valgrind, more
-    than the 15-minute budget of the PR check; narrow it with ``keyword``."""
+    counts: bool = True
+    """Count the CPU set's single-process cases under Callgrind first, base and head
+    side by side (:mod:`rlpace.bench.counts`): a count regression is flagged whatever
+    the clock says, and a case counted on both sides is timed in the first repeat only
+    (for display), which pays for the counting. Without Valgrind the comment says so
+    and timing alone judges, every case every repeat."""
 
     def __post_init__(self) -> None:
         if self.repeats < 1:
@@ -409,14 +410,34 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
             shown=_shown_path(noise_file, repo) if noise_file else "",
             same_packages=base.env_mode != "full",
         )
-        if progress is not None:
-            progress.set_started(set_name, 2 * config.effective_repeats)
         sides = {"base": (base.tree, base.python), "head": (repo, Path(sys.executable))}
         environ = {
             "base": _pythonpath_first(base.tree / "lib"),
             "head": {**_pythonpath_first(repo / "lib"), **config.head_environ},
         }
-        count_tier = _count_tier(config, repo, base, cache, environ) if set_name == "cpu" else None
+        # counts first: they take both cores, and the cases on the CPU clock they judge
+        # then need one timing a side instead of every repeat
+        count_tier = (
+            _count_tier(config, repo, base, cache, environ, progress) if set_name == "cpu" else None
+        )
+        if progress is not None and count_tier is not None:
+            progress.counts_finished(set_name, count_tier)
+        split = count_tier is not None and count_tier.unavailable is None
+        if progress is not None:
+            progress.set_started(set_name, 2 * config.effective_repeats + (2 if split else 0))
+        clock_runs = None
+        if split:
+            clock_runs = run_interleaved(
+                set_name=set_name,
+                sides=sides,
+                runs_dir=cache / "runs" / f"{set_name}-cpu-clock",
+                repeats=1,
+                settings=config.effective_settings,
+                keyword=config.effective_keyword,
+                environ=_on_clock_env(environ, "cpu"),
+                on_run=None if progress is None else progress.run_finished,
+                duet=True,
+            )
         runs = run_interleaved(
             set_name=set_name,
             sides=sides,
@@ -424,14 +445,14 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
             repeats=config.effective_repeats,
             settings=config.effective_settings,
             keyword=config.effective_keyword,
-            environ=environ,
+            environ=_on_clock_env(environ, "wall") if split else environ,
             on_run=None if progress is None else progress.run_finished,
         )
-        if runs.skipped is not None:
+        head_df = _side_results(runs.head, clock_runs.head if clock_runs else None)
+        base_df = _side_results(runs.base, clock_runs.base if clock_runs else None)
+        if runs.skipped is not None and (head_df is None or base_df is None):
             outcomes.append(_write_skipped(out_dir, set_name, runs, base))
             continue
-        head_df = merge_runs([load_results(p) for p in runs.head])
-        base_df = merge_runs([load_results(p) for p in runs.base])
         # same packages on both sides unless the base pins other requirements (then the
         # differences are part of what the PR changes, and are recorded)
         differences = require_compatible_runs(
@@ -464,16 +485,67 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
             comparison = apply_count_tier(comparison, count_tier)
         outcomes.append(
             _write_reports(
-                out_dir, set_name, comparison, runs, base, noise_file, differences, confirm_runs
+                out_dir,
+                set_name,
+                comparison,
+                runs,
+                base,
+                noise_file,
+                differences,
+                confirm_runs,
+                clock_runs,
             )
         )
     return outcomes
 
 
-def _count_tier(config: PipelineConfig, repo: Path, base: BaseCheckout, cache: Path, environ):
+def _on_clock_env(
+    environ: Mapping[str, Mapping[str, str]], timer: str
+) -> dict[str, dict[str, str]]:
+    """Each side's environment with the suite told to time only ``timer``'s cases."""
+    return {side: {**env, TIMER_VARIABLE: timer} for side, env in environ.items()}
+
+
+def _side_results(main: Sequence[Path], clock: Sequence[Path] | None):
+    """One side's results, runs merged: with a CPU-clock pass (``clock``), its rows on
+    the CPU clock and the main runs' rows on the wall clock (a base whose suite cannot
+    skip by clock timed everything in both; each row is kept from its own pass only).
+    None when no run holds any row."""
+    from rlpace.bench.results import load_results, merge_runs
+
+    frames = []
+    for paths, keep in ((clock or (), "cpu"), (main, "wall" if clock is not None else None)):
+        for path in paths:
+            frame = load_results(path)
+            if keep is not None:
+                frame = _rows_on_clock(frame, keep)
+            if len(frame):
+                frames.append(frame)
+    return merge_runs(frames) if frames else None
+
+
+def _rows_on_clock(frame, timer: str):
+    """The rows of ``frame`` timed on ``timer`` (a row that does not say is on the wall
+    clock, the suite's default)."""
+    clocks = [(extra or {}).get("timer", "wall") for extra in frame["extra_info"]]
+    kept = frame[[c == timer for c in clocks]].reset_index(drop=True)
+    kept.attrs = dict(frame.attrs)
+    return kept
+
+
+def _count_tier(
+    config: PipelineConfig,
+    repo: Path,
+    base: BaseCheckout,
+    cache: Path,
+    environ,
+    progress: ProgressSink | None = None,
+):
     """The count tier's hook (see :mod:`rlpace.bench.counts.tier`); None when turned off."""
     if not config.counts:
         return None
+    if progress is not None:
+        progress.counts_started("cpu")
     from rlpace.bench.counts.session import CountSettings
     from rlpace.bench.counts.tier import GATES_FILE, run_count_tier
 
@@ -491,6 +563,7 @@ def _count_tier(config: PipelineConfig, repo: Path, base: BaseCheckout, cache: P
             else "not torchrl"
         ),
         gates_file=repo / GATES_FILE,
+        on_case=None if progress is None else progress.case_counted,
     )
 
 
@@ -542,6 +615,7 @@ def _write_reports(
     noise_file: Path | None,
     environment_differences: list[str],
     confirm_runs: SideRuns | None = None,
+    clock_runs: SideRuns | None = None,
 ) -> SetOutcome:
     from rlpace.bench.render import GITHUB_COMMENT_LIMIT, render_report
 
@@ -574,6 +648,12 @@ def _write_reports(
             "benchmarks": [r.fullname for r in comparison.rows if r.confirmed is not None],
             "order": _run_order(confirm_runs),
         }
+    )
+    # the CPU-clock pass: one duet a side of the cases on the CPU clock (count tier on)
+    data["pipeline"]["cpu_clock"] = (
+        None
+        if clock_runs is None
+        else {"repeats": clock_runs.repeats, "duet": True, "order": _run_order(clock_runs)}
     )
     json_path = out_dir / f"{set_name}.json"
     json_path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
@@ -671,6 +751,16 @@ class ProgressSink:
 
     def set_started(self, set_name: str, runs: int) -> None:
         """``runs`` fresh processes are about to run for ``set_name``."""
+
+    def counts_started(self, set_name: str) -> None:
+        """The count tier starts counting base and head (minutes, both cores)."""
+
+    def case_counted(self, side: str, test_id: str, status: str) -> None:
+        """One case of one side (``base`` or ``head``) left the counting process."""
+
+    def counts_finished(self, set_name: str, tier: object) -> None:
+        """The count tier of ``set_name`` finished (``tier`` is its
+        :class:`~rlpace.bench.counts.tier.CountTier`)."""
 
     def confirm_started(self, set_name: str, benchmarks: int, runs: int) -> None:
         """``runs`` fresh processes re-run the ``benchmarks`` the first ones flagged."""

@@ -62,6 +62,39 @@ class RichProgress(ProgressSink):
     def set_started(self, set_name: str, runs: int) -> None:
         self.task = self.progress.add_task(f"{set_name} set", total=runs)
 
+    def counts_started(self, set_name: str) -> None:
+        self.console.print(
+            f"{set_name} set: counting base and head under Callgrind, side by side "
+            "(a few minutes; counts do not depend on load)"
+        )
+        self.task = self.progress.add_task(f"{set_name} set, counting", total=None)
+
+    def case_counted(self, side: str, test_id: str, status: str) -> None:
+        if self.task is not None:
+            self.progress.advance(self.task)
+        if not self.console.is_terminal and status not in ("counted", "not-counted"):
+            self.console.print(f"  {side} {test_id}: {status}", markup=False)
+
+    def counts_finished(self, set_name: str, tier: Any) -> None:
+        if self.task is not None:
+            self.progress.update(self.task, total=self.progress.tasks[-1].completed)
+        if tier.unavailable:
+            self.console.print(
+                f"  count tier unavailable ({tier.unavailable}); timing alone judges",
+                markup=False,
+                style="yellow",
+            )
+            return
+        summary = tier.summary()
+        flagged = summary["verdicts"].get("regression", 0) + summary["verdicts"].get(
+            "improvement", 0
+        )
+        self.console.print(
+            f"  {summary['counted']} cases counted on both sides, {flagged} moved past "
+            f"their gate, in {summary['wall_s']:.0f} s; those are timed once a side",
+            markup=False,
+        )
+
     def confirm_started(self, set_name: str, benchmarks: int, runs: int) -> None:
         flagged = f"{benchmarks} flagged benchmark{'s' if benchmarks != 1 else ''}"
         self.task = self.progress.add_task(f"{set_name} set, confirming {flagged}", total=runs)

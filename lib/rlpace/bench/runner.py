@@ -49,6 +49,11 @@ __all__ = [
 THREADS_VARIABLE = "RLPACE_BENCH_THREADS"
 """Read by the suite plugin: ``torch.set_num_threads`` of the benchmark process."""
 
+TIMER_VARIABLE = "RLPACE_BENCH_TIMER"
+"""Read by the suite plugin: ``cpu`` or ``wall`` times only the cases on that clock and
+skips the others (``pr`` times the CPU-clock cases, which the count tier judges, in a
+pass of their own)."""
+
 LAYOUT_VARIABLE = "RLPACE_BENCH_LAYOUT_PAD"
 """Random padding in each benchmark process's environment (see ``RunSettings.layout_pad``)."""
 

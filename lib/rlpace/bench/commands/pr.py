@@ -43,10 +43,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out-dir", default="reports/pr", help="where reports go")
     parser.add_argument(
         "--counts",
-        action="store_true",
-        help="also count instructions per call under Callgrind, base and head side by side "
-        "(the count tier; about 30 CPU-minutes a side for the whole CPU set, so narrow it "
-        "with -k)",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="count instructions per call of the CPU set's single-process cases under "
+        "Callgrind, base and head side by side; their counts decide and they are timed "
+        "once a side (default on; --no-counts: timing alone, every case every repeat; "
+        "without Valgrind the report says so and timing judges alone)",
     )
     parser.add_argument(
         "--quick", action="store_true", help="2 repeats, shorter timing, no torchrl twins"
