@@ -107,6 +107,7 @@ _COUNT_TIER = {
         "not_counted": _COUNT,
         "wall_s": {"type": "number", "minimum": 0},
         "gates": _text(300, null=True),
+        "timed_once": {"type": "boolean"},
     },
     "additionalProperties": False,
 }

@@ -482,7 +482,7 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
         if count_tier is not None:
             from rlpace.bench.counts.tier import apply_count_tier
 
-            comparison = apply_count_tier(comparison, count_tier)
+            comparison = apply_count_tier(comparison, replace(count_tier, timed_once=split))
         outcomes.append(
             _write_reports(
                 out_dir,
@@ -553,7 +553,9 @@ def _count_tier(
         head_tree=repo,
         base_tree=base.tree,
         head_python=Path(sys.executable),
-        base_python=base.python,
+        # the same packages (overlay, current): the head's interpreter for both sides,
+        # so the counting processes differ in the tree only, not in sys.prefix
+        base_python=Path(sys.executable) if base.env_mode != "full" else base.python,
         out_dir=cache / "counts",
         environ=environ,
         # the torchrl twins run the same torchrl on both sides: their counts cannot move

@@ -79,10 +79,10 @@ class CountSettings:
     calls: int = 1
     """Measured calls per case; the counts are per call (their mean)."""
     warmup: int = 2
-    """Plain calls before the counted ones (lazy initialisation; they feed the wait
-    guard). Two, because the first call under Valgrind also pays the translation of
-    code it runs for the first time, which reads as computing even in a call that
-    sleeps."""
+    """Plain calls before the counted ones, plus one: exactly ``warmup + 1`` run, and
+    the wait guard reads them all. Two, because the first call under Valgrind also pays
+    the translation of code it runs for the first time, which reads as computing even
+    in a call that sleeps."""
     busy_share: float = 0.25
     """A case whose plain call computes less than this share of its wall time (time
     queued for a CPU excluded) waits on something the counts cannot see: not counted.
@@ -320,7 +320,7 @@ def count_tree(
     """
     settings = settings or CountSettings()
     tools = toolchain or find_toolchain()
-    tree = Path(tree).resolve()
+    tree = Path(os.path.abspath(tree))  # not resolved: a link keeps its own path (see tier)
     python = Path(python or sys.executable)
     output = Path(output).resolve()
     dumps = output.with_suffix("").with_name(output.stem + ".dumps")
@@ -524,7 +524,7 @@ def profile_cases(
     if not test_ids:
         return {}
     settings = settings or CountSettings()
-    tree = Path(job.tree).resolve()
+    tree = Path(os.path.abspath(job.tree))
     output = Path(job.output).resolve()
     work = output.with_suffix("").with_name(output.stem + ".profile")
     work.mkdir(parents=True, exist_ok=True)

@@ -67,6 +67,8 @@ class CountTier:
     """Wall time of counting both sides (they run side by side)."""
     gates: str | None = None
     """The gate file used, or None (the default gate then applies)."""
+    timed_once: bool = False
+    """Whether the cases on the CPU clock were timed once a side (``pr`` with counts)."""
 
     def counted_ids(self) -> frozenset[str]:
         """The cases counted on both sides (their counts decide their verdict).
@@ -91,6 +93,7 @@ class CountTier:
             "not_counted": sum(c.verdict == "not-counted" for c in self.changes),
             "wall_s": round(self.wall_s, 1),
             "gates": self.gates,
+            "timed_once": self.timed_once,
         }
 
 
@@ -120,9 +123,22 @@ def run_count_tier(
         CountTier(...)
     """
     started = time.monotonic()
+    # both trees through links of the same length: every path the counting processes
+    # see (module files, sys.path) is then as long on both sides, and so are the
+    # allocations they cause; a base worktree deeper than the head otherwise moved
+    # untouched cases' counts by up to 2 %
+    links = Path(out_dir) / "trees"
     jobs = [
-        CountJob(base_tree, out_dir / "base.json", base_python, dict(environ.get("base", {}))),
-        CountJob(head_tree, out_dir / "head.json", head_python, dict(environ.get("head", {}))),
+        CountJob(
+            _link(links / side, tree),
+            Path(out_dir) / f"{side}.json",
+            python,
+            {k: v for k, v in environ.get(side, {}).items() if k != "PYTHONPATH"},
+        )
+        for side, tree, python in (
+            ("base", base_tree, base_python),
+            ("head", head_tree, head_python),
+        )
     ]
     try:
         base, head = count_trees(jobs, settings=settings, on_case=on_case)
@@ -153,6 +169,15 @@ def run_count_tier(
     return CountTier(
         tuple(changes), causes, tuple(warnings), None, time.monotonic() - started, used
     )
+
+
+def _link(path: Path, target: Path) -> Path:
+    """``path``, a symbolic link to ``target`` (replaced when it exists)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_symlink() or path.exists():
+        path.unlink()
+    path.symlink_to(Path(target).resolve(), target_is_directory=True)
+    return path
 
 
 def _with_calls(run: CountRun, calls: Mapping[str, dict[str, int]]) -> CountRun:
