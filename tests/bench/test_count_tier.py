@@ -18,7 +18,7 @@ import pytest
 
 from rlpace.bench.cli import main as cli_main
 from rlpace.bench.compare import BenchmarkChange, Comparison, Verdict
-from rlpace.bench.counts.dumps import inclusive_costs, read_dump
+from rlpace.bench.counts.dumps import inclusive_costs, read_dump, read_dumps
 from rlpace.bench.counts.records import (
     CaseCount,
     CountRun,
@@ -463,3 +463,25 @@ def test_a_killed_driver_leaves_no_valgrind_process_behind(tmp_path):
     for pid in left:
         os.kill(pid, signal.SIGKILL)
     assert not left, "Valgrind kept counting after its driver was killed"
+
+
+def test_a_dump_whose_instruction_counter_wrapped_is_not_a_count(tmp_path):
+    """Callgrind's summary of a call whose work ran on another thread wrapped below zero
+    (seen for a GPT-2 generation and a trainer loop thread): never a count of 0."""
+    from rlpace.bench.counts.session import _case
+
+    dumps = tmp_path / "run.dumps"
+    dumps.mkdir()
+    header = (
+        "desc: Trigger: Client Request: {id}\nevents: Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw\n"
+        "summary: {ir} 10 10 1 1 1 {ilmr} 1 1\n"
+    )
+    (dumps / "cg.1.1").write_text(header.format(id="t_thread", ir=2**64 - 5, ilmr=1))
+    (dumps / "cg.1.2").write_text(header.format(id="t_plain", ir=1000, ilmr=2**64 - 2))
+    found = read_dumps(dumps)
+    assert found["t_thread"].wrapped[0] == "Ir" and found["t_plain"].wrapped == ("ILmr",)
+    settings = CountSettings()
+    thread = _case("t_thread", {"status": "counted"}, found, settings, tmp_path / "run.json")
+    assert thread.status == "not-counted" and thread.reason.startswith("threads:")
+    plain = _case("t_plain", {"status": "counted"}, found, settings, tmp_path / "run.json")
+    assert plain.status == "counted" and plain.instructions == 1000.0  # a miss counter clamps

@@ -49,6 +49,11 @@ class Dump:
     """The name passed to ``CALLGRIND_DUMP_STATS_AT`` (the case's test id)."""
     events: dict[str, float]
     """Event name -> total since the counters were zeroed (``Ir``, ``D1mr``, ...)."""
+    wrapped: tuple[str, ...] = ()
+    """Events whose summary counter wrapped below zero (read as 0). A wrapped ``Ir``
+    means the summary cannot be trusted: seen when the measured call's work ran on
+    another thread (a generation loop, a trainer's loop thread), whose counters the
+    summary subtracts from a snapshot taken elsewhere."""
 
     @property
     def instructions(self) -> float:
@@ -110,8 +115,12 @@ def read_dump(path: Path) -> Dump | None:
                 elif line.startswith("events:"):
                     names = line.split()[1:]
                 elif line.startswith("summary:") and trigger is not None and names:
-                    values = [_signed(int(v)) for v in line.split()[1:]]
-                    return Dump(Path(path), trigger, dict(zip(names, values, strict=False)))
+                    raw = [int(v) for v in line.split()[1:]]
+                    values = [_signed(v) for v in raw]
+                    wrapped = tuple(n for n, v in zip(names, raw, strict=False) if v >= 2**63)
+                    return Dump(
+                        Path(path), trigger, dict(zip(names, values, strict=False)), wrapped
+                    )
     except OSError:
         return None
     return None

@@ -434,6 +434,17 @@ def _case(
         dump = dumps.get(test_id)
         if dump is None:
             return CaseCount(test_id, "crashed", reason="counted, but Callgrind wrote no dump")
+        if "Ir" in dump.wrapped or dump.instructions <= 0:
+            # two such cases (a GPT-2 generation, a trainer loop on its own thread) read
+            # 0 instructions in every run: a count that can never move is no verdict
+            return CaseCount(
+                test_id,
+                "not-counted",
+                reason="threads: Callgrind's summary of the measured call is inconsistent "
+                "(its instruction counter wrapped below zero; the work ran on another "
+                "thread); timing only",
+                busy_share=fields["busy_share"],
+            )
         per_call = {k: v / settings.calls for k, v in dump.events.items()}
         cycles = dump.cycles
         return CaseCount(
