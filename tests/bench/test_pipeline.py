@@ -471,3 +471,27 @@ def test_pr_judges_counted_cases_by_counts_and_times_them_once_a_side(tmp_path, 
     assert "test_computes" in comment and "count regression" in comment
     assert "timed once a side, base and head at once" in comment
     assert data["count_tier"]["timed_once"] is True
+
+
+def test_the_printed_summary_gives_a_count_verdict_its_instructions_and_time():
+    import io
+
+    from rich.console import Console
+
+    from rlpace.bench.compare import BenchmarkChange, Comparison, Verdict
+    from rlpace.bench.pipeline import SetOutcome
+    from rlpace.bench.pr_progress import print_summary
+
+    rows = (
+        BenchmarkChange(
+            "t.py::a", "a[1]", Verdict.WORSENED, median_change_pct=-3.2,
+            count_verdict="regression", count_change_pct=2.5, count_gate_pct=1.0,
+        ),
+        BenchmarkChange("t.py::b", "b", Verdict.WORSENED, median_change_pct=-30.0,
+                        noise_pct=10.0, mdc_pct=12.0),
+    )  # fmt: skip
+    console = Console(file=io.StringIO(), width=200)
+    print_summary([SetOutcome("cpu", Comparison(rows=rows))], console)
+    printed = console.file.getvalue()
+    assert "worsened: a[1] instructions +2.5% (gate ±1.00%), time +3.2%" in printed
+    assert "worsened: b -30.0% (noise +10.0%, detectable +12.0%)" in printed

@@ -122,11 +122,22 @@ def print_summary(outcomes: Sequence[SetOutcome], console: Console) -> None:
         shown = ", ".join(f"{counts[k]} {k}" for k in counts if k != "total" and counts[k])
         console.print(f"[bold]{outcome.set_name}[/bold]: {counts['total']} benchmarks: {shown}")
         for row in outcome.comparison.rows:
-            if row.verdict.value in ("worsened", "improved"):
+            if row.verdict.value not in ("worsened", "improved"):
+                continue
+            if getattr(row, "count_verdict", None) in ("regression", "improvement"):
+                # judged on its counts: instructions first, the time beside them
                 console.print(
-                    f"  {row.verdict.value}: {row.name} {_fmt(row.median_change_pct)} "
-                    f"(noise {_fmt(row.noise_pct)}, detectable {_fmt(row.mdc_pct)})"
+                    f"  {row.verdict.value}: {row.name} instructions "
+                    f"{_fmt(row.count_change_pct)} (gate ±{row.count_gate_pct:.2f}%), "
+                    f"time {_fmt(-row.median_change_pct)}",
+                    markup=False,
                 )
+                continue
+            console.print(
+                f"  {row.verdict.value}: {row.name} {_fmt(row.median_change_pct)} "
+                f"(noise {_fmt(row.noise_pct)}, detectable {_fmt(row.mdc_pct)})",
+                markup=False,
+            )
         note = outcome.comparison.calibration
         if note:
             console.print(f"  {calibration_text(note)}", markup=False)
