@@ -466,8 +466,8 @@ def test_a_killed_driver_leaves_no_valgrind_process_behind(tmp_path):
 
 
 def test_a_dump_whose_instruction_counter_wrapped_is_not_a_count(tmp_path):
-    """Callgrind's summary of a call whose work ran on another thread wrapped below zero
-    (seen for a GPT-2 generation and a trainer loop thread): never a count of 0."""
+    """A dump without a ``totals:`` line falls back to its summary; an ``Ir`` that wrapped
+    below zero there is never a count of 0, and a wrapped miss counter reads 0."""
     from rlpace.bench.counts.session import _case
 
     dumps = tmp_path / "run.dumps"
@@ -482,6 +482,14 @@ def test_a_dump_whose_instruction_counter_wrapped_is_not_a_count(tmp_path):
     assert found["t_thread"].wrapped[0] == "Ir" and found["t_plain"].wrapped == ("ILmr",)
     settings = CountSettings()
     thread = _case("t_thread", {"status": "counted"}, found, settings, tmp_path / "run.json")
-    assert thread.status == "not-counted" and thread.reason.startswith("threads:")
+    assert thread.status == "not-counted" and "wrapped below zero" in thread.reason
     plain = _case("t_plain", {"status": "counted"}, found, settings, tmp_path / "run.json")
     assert plain.status == "counted" and plain.instructions == 1000.0  # a miss counter clamps
+    # the totals at the end of a dump, the sum of its cost lines, win over its summary
+    (dumps / "cg.1.3").write_text(
+        header.format(id="t_totals", ir=2**64 - 5, ilmr=1)
+        + "fn=(1) f\n0 10\n" * 3
+        + "totals: 4321 10 10 1 1 1 1 1 1\n"
+    )
+    totals = read_dumps(dumps)["t_totals"]
+    assert totals.instructions == 4321.0 and totals.wrapped == ()

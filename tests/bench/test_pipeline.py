@@ -63,7 +63,9 @@ def tiny_repo(tmp_path: Path) -> Path:
     return _tiny_repo(tmp_path, "sum(DATA * 10)")
 
 
-def _tiny_repo(tmp_path: Path, head_body: str) -> Path:
+def _suite_repo(tmp_path: Path, base_cases: str, head_cases: str, message: str) -> Path:
+    """A throwaway repository: a base commit with ``base_cases`` as its suite, a head
+    commit with ``head_cases`` (and ``lib/tinyprobe.py`` saying which side it is)."""
     repo = tmp_path / "tiny"
     suite = repo / "tests" / "benchmarks"
     suite.mkdir(parents=True)
@@ -73,17 +75,26 @@ def _tiny_repo(tmp_path: Path, head_body: str) -> Path:
         '[tool.pytest.ini_options]\naddopts = "--import-mode=importlib"\n'
     )
     (suite / "conftest.py").write_text(SUITE_PLUGIN.read_text())
-    (suite / "test_tiny.py").write_text(CASES.format(body="sum(DATA)"))
+    (suite / "test_tiny.py").write_text(base_cases)
     _git(repo, "init", "-q")
     _git(repo, "add", "-A")
     _git(repo, "commit", "-qm", "base")
+    (suite / "test_tiny.py").write_text(head_cases)
+    (repo / "lib" / "tinyprobe.py").write_text("WHO = 'head'\n")
+    _git(repo, "commit", "-qam", message)
+    return repo
+
+
+def _tiny_repo(tmp_path: Path, head_body: str) -> Path:
     # ten times the work: with two processes a side and no prior (two benchmarks), the
     # process-level gate stands on 2 degrees of freedom, and under load two processes of
     # a microsecond case can differ by 25%, which hid a 3x slow-down once in a while
-    (suite / "test_tiny.py").write_text(CASES.format(body=head_body))
-    (repo / "lib" / "tinyprobe.py").write_text("WHO = 'head'\n")
-    _git(repo, "commit", "-qam", "head: slow test_touched down on purpose")
-    return repo
+    return _suite_repo(
+        tmp_path,
+        CASES.format(body="sum(DATA)"),
+        CASES.format(body=head_body),
+        "head: slow test_touched down on purpose",
+    )
 
 
 def test_a_duet_runs_both_sides_of_a_repeat_at_once_on_cores_of_their_own():
@@ -413,22 +424,12 @@ def test_pr_judges_counted_cases_by_counts_and_times_them_once_a_side(tmp_path, 
     """A head that adds a few percent of real work (a range check over a twentieth of
     the data) to one counted case: the counts flag it, and nothing else; the cases on
     the CPU clock are timed once a side (a duet), the wall-clock case every repeat."""
-    repo = tmp_path / "tiny"
-    suite = repo / "tests" / "benchmarks"
-    suite.mkdir(parents=True)
-    (repo / "lib").mkdir()
-    (repo / "pyproject.toml").write_text(
-        '[tool.pytest.ini_options]\naddopts = "--import-mode=importlib"\n'
+    repo = _suite_repo(
+        tmp_path,
+        COUNTED_CASES.format(extra=""),
+        COUNTED_CASES.format(extra="_check(DATA[: len(DATA) // 20])"),
+        "head: a range check in test_computes",
     )
-    (suite / "conftest.py").write_text(SUITE_PLUGIN.read_text())
-    (suite / "test_tiny.py").write_text(COUNTED_CASES.format(extra=""))
-    _git(repo, "init", "-q")
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-qm", "base")
-    (suite / "test_tiny.py").write_text(
-        COUNTED_CASES.format(extra="_check(DATA[: len(DATA) // 20])")
-    )
-    _git(repo, "commit", "-qam", "head: a range check in test_computes")
     monkeypatch.chdir(repo)
     code = cli_main(
         ["pr", "--base", "HEAD~1", "--repeats", "2", "--max-time", "0.02", "--threshold", "25"]

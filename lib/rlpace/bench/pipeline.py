@@ -5,18 +5,23 @@ Steps, for each benchmark set:
 1. check the base revision out in its own ``git worktree`` (cached per commit) and
    give it a Python environment (cached by a hash of its pinned requirements, see
    :func:`prepare_base_python`);
-2. run the set ``repeats`` times per side, interleaved base/head then head/base
-   (:func:`rlpace.bench.runner.abba_schedule`), each run a fresh pytest process
-   through :func:`rlpace.bench.runner.run` with its side's environment, so drift of
-   the machine hits both sides alike;
-3. merge the samples per side and hand them to the set's
+2. for the CPU set, count the single-process cases of both sides under Callgrind,
+   side by side (:func:`rlpace.bench.counts.tier.run_count_tier`; ``counts``), then
+   time the cases on the CPU clock once a side, base and head at once on a core each
+   (a duet: their counts judge the counted ones);
+3. run the set (with counts: its wall-clock cases) ``repeats`` times per side,
+   interleaved base/head then head/base (:func:`rlpace.bench.runner.abba_schedule`),
+   each run a fresh pytest process through :func:`rlpace.bench.runner.run` with its
+   side's environment, so drift of the machine hits both sides alike;
+4. merge the samples per side and hand them to the set's
    :class:`~rlpace.bench.judge.Judge` (:func:`pr_judge`: the same judge
    ``rlpace-bench compare`` builds from the same settings);
-4. when that flags anything, run just the flagged benchmarks again, ``confirm`` runs
+5. when that flags anything, run just the flagged benchmarks again, ``confirm`` runs
    per side, ABBA in fresh processes, and keep a flag only where they flag it too
    (:meth:`rlpace.bench.judge.Judge.confirm`): a whole process that ran slow does not
    repeat;
-5. write ``<out_dir>/<set>.md`` (rlpace style), ``<set>.seed.md`` (seed style) and
+6. join the count verdicts to the rows (:func:`rlpace.bench.counts.tier.apply_count_tier`)
+   and write ``<out_dir>/<set>.md`` (rlpace style), ``<set>.seed.md`` (seed style) and
    ``<set>.json`` (the comparison as data).
 
 A set that cannot run here (the GPU set without CUDA) is skipped with a note and
@@ -141,9 +146,10 @@ class PipelineConfig:
     counts: bool = True
     """Count the CPU set's single-process cases under Callgrind first, base and head
     side by side (:mod:`rlpace.bench.counts`): a count regression is flagged whatever
-    the clock says, and a case counted on both sides is timed in the first repeat only
-    (for display), which pays for the counting. Without Valgrind the comment says so
-    and timing alone judges, every case every repeat."""
+    the clock says, and every case on the CPU clock is then timed once a side, base
+    and head at once (for display where counts judge), which pays for the counting;
+    the wall-clock cases keep every repeat. Without Valgrind the comment says so and
+    timing alone judges, every case every repeat."""
 
     def __post_init__(self) -> None:
         if self.repeats < 1:

@@ -435,14 +435,12 @@ def _case(
         if dump is None:
             return CaseCount(test_id, "crashed", reason="counted, but Callgrind wrote no dump")
         if "Ir" in dump.wrapped or dump.instructions <= 0:
-            # two such cases (a GPT-2 generation, a trainer loop on its own thread) read
-            # 0 instructions in every run: a count that can never move is no verdict
+            # a count read as 0 could never move: no verdict rather than a false one
             return CaseCount(
                 test_id,
                 "not-counted",
-                reason="threads: Callgrind's summary of the measured call is inconsistent "
-                "(its instruction counter wrapped below zero; the work ran on another "
-                "thread); timing only",
+                reason="Callgrind's instruction count of the measured call wrapped below "
+                "zero or is 0; timing only",
                 busy_share=fields["busy_share"],
             )
         per_call = {k: v / settings.calls for k, v in dump.events.items()}
