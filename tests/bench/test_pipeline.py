@@ -496,3 +496,36 @@ def test_the_printed_summary_gives_a_count_verdict_its_instructions_and_time():
     printed = console.file.getvalue()
     assert "worsened: a[1] instructions +2.5% (gate ±1.00%), time +3.2%" in printed
     assert "worsened: b -30.0% (noise +10.0%, detectable +12.0%)" in printed
+
+
+def test_pr_without_valgrind_times_every_case_every_repeat_and_says_why(tmp_path, monkeypatch):
+    """No Valgrind here: the report says the count tier is off, and the cases on the CPU
+    clock are timed every repeat again, as the only judge."""
+    import rlpace.bench.counts.toolchain as toolchain
+
+    def missing():
+        raise toolchain.CountUnavailable("valgrind is not installed; the run falls back to timing")
+
+    monkeypatch.setattr(toolchain, "find_toolchain", missing)
+    monkeypatch.setattr("rlpace.bench.counts.session.find_toolchain", missing)
+    repo = _suite_repo(
+        tmp_path,
+        COUNTED_CASES.format(extra=""),
+        COUNTED_CASES.format(extra="_check(DATA[: len(DATA) // 20])"),
+        "head: a range check in test_computes",
+    )
+    monkeypatch.chdir(repo)
+    code = cli_main(
+        ["pr", "--base", "HEAD~1", "--repeats", "2", "--max-time", "0.02", "--threshold", "25"]
+        + ["--cache-dir", str(tmp_path / "cache")]
+    )
+    assert code == 0
+    data = json.loads((repo / "reports" / "pr" / "cpu.json").read_text())
+    assert data["count_tier"]["unavailable"].startswith("valgrind is not installed")
+    assert data["pipeline"]["cpu_clock"] is None
+    runs = tmp_path / "cache" / "runs" / "cpu"
+    for name in ("base-0.json", "head-0.json", "head-1.json", "base-1.json"):
+        ran = {b["name"] for b in json.loads((runs / name).read_text())["benchmarks"]}
+        assert ran == {"test_computes", "test_untouched", "test_on_the_clock"}
+    comment = (repo / "reports" / "pr" / "cpu.md").read_text()
+    assert "Count tier off: valgrind is not installed" in comment
