@@ -416,14 +416,9 @@ def test_on_the_clock():
 """
 
 
-@pytest.mark.skipif(
-    shutil.which("valgrind") is None or shutil.which("gcc") is None,
-    reason="valgrind or gcc is not installed: the count tier cannot run here",
-)
-def test_pr_judges_counted_cases_by_counts_and_times_them_once_a_side(tmp_path, monkeypatch):
-    """A head that adds a few percent of real work (a range check over a twentieth of
-    the data) to one counted case: the counts flag it, and nothing else; the cases on
-    the CPU clock are timed once a side (a duet), the wall-clock case every repeat."""
+def _pr_on_a_range_check(tmp_path: Path, monkeypatch) -> Path:
+    """``pr`` (2 repeats, threshold 25 %) over a head whose ``test_computes`` also checks
+    a twentieth of its data; returns the repository (the reports are under it)."""
     repo = _suite_repo(
         tmp_path,
         COUNTED_CASES.format(extra=""),
@@ -436,6 +431,18 @@ def test_pr_judges_counted_cases_by_counts_and_times_them_once_a_side(tmp_path, 
         + ["--cache-dir", str(tmp_path / "cache")]
     )
     assert code == 0
+    return repo
+
+
+@pytest.mark.skipif(
+    shutil.which("valgrind") is None or shutil.which("gcc") is None,
+    reason="valgrind or gcc is not installed: the count tier cannot run here",
+)
+def test_pr_judges_counted_cases_by_counts_and_times_them_once_a_side(tmp_path, monkeypatch):
+    """A head that adds a few percent of real work (a range check over a twentieth of
+    the data) to one counted case: the counts flag it, and nothing else; the cases on
+    the CPU clock are timed once a side (a duet), the wall-clock case every repeat."""
+    repo = _pr_on_a_range_check(tmp_path, monkeypatch)
     data = json.loads((repo / "reports" / "pr" / "cpu.json").read_text())
     rows = {row["name"]: row for row in data["rows"]}
     computes = rows["test_computes"]
@@ -508,18 +515,7 @@ def test_pr_without_valgrind_times_every_case_every_repeat_and_says_why(tmp_path
 
     monkeypatch.setattr(toolchain, "find_toolchain", missing)
     monkeypatch.setattr("rlpace.bench.counts.session.find_toolchain", missing)
-    repo = _suite_repo(
-        tmp_path,
-        COUNTED_CASES.format(extra=""),
-        COUNTED_CASES.format(extra="_check(DATA[: len(DATA) // 20])"),
-        "head: a range check in test_computes",
-    )
-    monkeypatch.chdir(repo)
-    code = cli_main(
-        ["pr", "--base", "HEAD~1", "--repeats", "2", "--max-time", "0.02", "--threshold", "25"]
-        + ["--cache-dir", str(tmp_path / "cache")]
-    )
-    assert code == 0
+    repo = _pr_on_a_range_check(tmp_path, monkeypatch)
     data = json.loads((repo / "reports" / "pr" / "cpu.json").read_text())
     assert data["count_tier"]["unavailable"].startswith("valgrind is not installed")
     assert data["pipeline"]["cpu_clock"] is None
@@ -529,3 +525,22 @@ def test_pr_without_valgrind_times_every_case_every_repeat_and_says_why(tmp_path
         assert ran == {"test_computes", "test_untouched", "test_on_the_clock"}
     comment = (repo / "reports" / "pr" / "cpu.md").read_text()
     assert "Count tier off: valgrind is not installed" in comment
+
+
+def test_an_unknown_clock_for_the_suite_is_refused_with_the_fix(tmp_path):
+    """``RLPACE_BENCH_TIMER`` set to something that is no clock: pytest stops with the
+    expected values, what arrived and the fix, before timing anything."""
+    import os
+
+    suite = Path(__file__).resolve().parents[1] / "benchmarks" / "test_example_suite.py"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", str(suite), "--benchmark-disable", "-q",
+         "-p", "no:cacheprovider"],
+        env={**os.environ, "RLPACE_BENCH_TIMER": "sundial"},
+        capture_output=True, text=True, check=False, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode != 0
+    said = done.stdout + done.stderr
+    assert (
+        "RLPACE_BENCH_TIMER: expected cpu or wall, got 'sundial'; unset it or fix the value" in said
+    )

@@ -327,13 +327,7 @@ def count_tree(
     dumps.mkdir(parents=True, exist_ok=True)
     for old in dumps.iterdir():
         old.unlink()
-    rest = os.environ.get("PYTHONPATH", "")
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(p for p in (str(tree / "lib"), rest) if p),
-        **(environ or {}),
-        **DETERMINISTIC_ENV,
-    }
+    env = _child_env(tree, environ)
     suite = Path(suite_dir).resolve() if suite_dir is not None else tree / SUITE_DIR
     started = time.monotonic()
     paths = _Paths(dumps / "spec.json", dumps / "progress.jsonl", dumps / "valgrind.log")
@@ -377,6 +371,19 @@ def count_tree(
     )
     write_counts(run, output)
     return run
+
+
+def _child_env(tree: Path, environ: Mapping[str, str] | None) -> dict[str, str]:
+    """The environment of a counting or profiling process of ``tree``: ``<tree>/lib``
+    first on ``PYTHONPATH`` (unless ``environ`` sets it), then the deterministic
+    settings, which nothing overrides."""
+    rest = os.environ.get("PYTHONPATH", "")
+    return {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(p for p in (str(tree / "lib"), rest) if p),
+        **(environ or {}),
+        **DETERMINISTIC_ENV,
+    }
 
 
 @dataclass(frozen=True)
@@ -539,13 +546,7 @@ def profile_cases(
     work.mkdir(parents=True, exist_ok=True)
     paths = _Paths(work / "spec.json", work / "progress.jsonl", work / "profile.log")
     paths.progress.unlink(missing_ok=True)
-    rest = os.environ.get("PYTHONPATH", "")
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(p for p in (str(tree / "lib"), rest) if p),
-        **job.environ,
-        **DETERMINISTIC_ENV,
-    }
+    env = _child_env(tree, job.environ)
     suite = Path(suite_dir).resolve() if suite_dir is not None else tree / SUITE_DIR
     spec = {**_spec(tree, suite, settings, paths, (), ""), "profile": list(test_ids)}
     paths.spec.write_text(json.dumps(spec), encoding="utf-8")

@@ -70,16 +70,6 @@ class CountTier:
     timed_once: bool = False
     """Whether the cases on the CPU clock were timed once a side (``pr`` with counts)."""
 
-    def counted_ids(self) -> frozenset[str]:
-        """The cases counted on both sides (their counts decide their verdict).
-
-        Example:
-            >>> CountTier(changes=(CountChange("a", "same", instructions_change=0.0),
-            ...                    CountChange("b", "not-counted"))).counted_ids()
-            frozenset({'a'})
-        """
-        return frozenset(c.test_id for c in self.changes if c.instructions_change is not None)
-
     def summary(self) -> dict[str, Any]:
         """The ``count_tier`` entry of the comparison: what the reader is told."""
         by = {}
