@@ -214,6 +214,51 @@ def test_an_empty_set_succeeds_with_an_empty_result_file(tmp_path):
     assert json.loads(outcome.output.read_text())["benchmarks"] == []
 
 
+QUEUED = """
+import time
+
+from rlpace.bench.suite import case
+
+
+@case(params={"kind": ["queued"]})
+def test_queued(kind):
+    calls = iter(range(10**9))
+
+    def one_batch():  # three results were ready ahead (0.1 ms each), then a 20 ms wait
+        if next(calls) % 4 == 3:
+            time.sleep(0.02)
+        else:
+            end = time.perf_counter() + 0.0001
+            while time.perf_counter() < end:
+                pass
+
+    return one_batch
+"""
+
+
+def test_a_case_collecting_queued_work_is_timed_for_about_max_time(tmp_path):
+    """An async collector's next batch is often ready (0.1 ms) and otherwise waited for.
+    Sized from its fastest call, as pytest-benchmark sizes rounds, 0.1 s of timing
+    became ~1,000 rounds (~5 s; a real collector ran 40-60 s); sized from a window's
+    mean, each round loops over a wait and the ready results, and the case takes about
+    ``max_time``."""
+    root = tmp_path / "repo"
+    bench = root / "tests" / "benchmarks"
+    bench.mkdir(parents=True)
+    shutil.copy(ROOT / "tests" / "benchmarks" / "conftest.py", bench / "conftest.py")
+    (bench / "test_queued.py").write_text(QUEUED)
+    settings = RunSettings(max_time=0.1, layout_pad=0)
+    outcome = run(output=tmp_path / "q.json", root=root, quiet=True, settings=settings)
+    assert outcome.ok, outcome.log
+    stats = json.loads(outcome.output.read_text())["benchmarks"][0]["stats"]
+    timed = stats["rounds"] * stats["iterations"] * stats["mean"]
+    assert timed < 1.0, stats["rounds"]
+    assert stats["rounds"] >= settings.min_rounds
+    # every round holds a wait: a throughput (~5 ms a call), not 0.1 ms or 20 ms
+    assert stats["iterations"] >= 4
+    assert 0.003 < stats["min"] <= stats["max"] < 0.012
+
+
 def test_root_without_suite_is_an_input_error(tmp_path):
     with pytest.raises(BenchInputError, match="expected the benchmark suite"):
         run(output=tmp_path / "x.json", root=tmp_path)

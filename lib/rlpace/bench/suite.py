@@ -48,6 +48,7 @@ __all__ = [
     "clock_of",
     "parse_slowdown",
     "registered_cases",
+    "size_rounds",
     "slowdown_for",
 ]
 
@@ -436,6 +437,67 @@ def clock_of(timer: str) -> Callable[[], float]:
     """
     return getattr(time, TIMERS[timer])
 
+
+def size_rounds(
+    fn: Callable[[], Any],
+    *,
+    max_time: float,
+    min_rounds: int,
+    min_time: float = 0.0,
+    clock: Callable[[], float] = time.perf_counter,
+    window: float | None = None,
+) -> tuple[int, int]:
+    """``(rounds, iterations)`` that time ``fn`` for about ``max_time`` seconds.
+
+    The cost of a call is the *mean* over a sizing window of ``window`` seconds
+    (default a quarter of ``max_time``, at least three calls), not the fastest call.
+    pytest-benchmark sizes its rounds from the fastest calibration call; a call that
+    hands over work another process already did (an async collector's queued batch)
+    returns in 0.1 ms while the steady cost is 40 ms, so it planned ~2,500 rounds and
+    one case took 40-60 s instead of a quarter of a second. A window's mean is the
+    throughput the timed rounds will actually see.
+
+    One round loops ``iterations`` calls when a call is shorter than ``min_time`` (as
+    pytest-benchmark does) and when the calls hand over queued work: if the fastest
+    call of the window took under half the mean, calls alternate between picking up
+    a ready result and waiting for one, and the median of single calls jumps between
+    the two. A round then lasts about twice the window's longest call, so every round
+    holds a wait and what was ready whatever the phase: a throughput.
+
+    Example:
+        >>> rounds, iterations = size_rounds(lambda: time.sleep(0.01), max_time=0.1, min_rounds=5)
+        >>> 5 <= rounds <= 10, iterations
+        (True, 1)
+        >>> queue = iter(([0.0] * 3 + [0.02]) * 100)   # three ready results, then a wait
+        >>> _, iterations = size_rounds(lambda: time.sleep(next(queue)), max_time=0.2, min_rounds=5)
+        >>> iterations >= 2
+        True
+    """
+    window = max_time / 4 if window is None else window
+    calls: list[float] = []
+    start = clock()
+    elapsed = 0.0
+    while len(calls) < 3 or (elapsed < window and len(calls) < _MAX_SIZING_CALLS):
+        before = clock()
+        fn()
+        after = clock()
+        calls.append(after - before)
+        elapsed = after - start
+    per_call = max(elapsed / len(calls), 1e-9)
+    iterations = 1
+    if min(calls) < per_call * _HANDOVER:
+        iterations = math.ceil(2 * max(calls) / per_call)
+    if per_call < min_time:
+        iterations = max(iterations, math.ceil(min_time / per_call))
+    rounds = max(min_rounds, math.ceil(max_time / (per_call * iterations)))
+    return rounds, iterations
+
+
+_HANDOVER = 0.5
+"""A call under this share of the mean picked up work done ahead (see :func:`size_rounds`)."""
+
+_MAX_SIZING_CALLS = 100_000
+"""Most calls in :func:`size_rounds`' window (a clock too coarse to move would loop forever)."""
 
 _REGISTRY: dict[str, Case] = {}
 

@@ -1,0 +1,68 @@
+"""How the suite plugin sizes the rounds of a wall-clock case (``suite.size_rounds``).
+
+Driven by a scripted clock: each call of the case advances it by the next cost, so
+the figures are exact and do not depend on the machine's load.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from rlpace.bench.suite import size_rounds
+
+
+class ScriptedCase:
+    """A case whose calls cost the scripted seconds, in a cycle, on its own clock."""
+
+    def __init__(self, *costs: float) -> None:
+        self.now = 0.0
+        self.costs = itertools.cycle(costs)
+        self.calls = 0
+
+    def clock(self) -> float:
+        return self.now
+
+    def __call__(self) -> None:
+        self.now += next(self.costs)
+        self.calls += 1
+
+
+def test_steady_calls_fill_max_time_one_call_a_round():
+    fn = ScriptedCase(0.010)
+    rounds, iterations = size_rounds(fn, max_time=0.25, min_rounds=5, clock=fn.clock)
+    assert (rounds, iterations) == (25, 1)
+    assert fn.calls == 7  # the sizing window: a quarter of max_time
+
+
+def test_slow_calls_still_get_min_rounds():
+    fn = ScriptedCase(0.5)
+    assert size_rounds(fn, max_time=0.25, min_rounds=5, clock=fn.clock) == (5, 1)
+    assert fn.calls == 3  # at least three calls, however slow
+
+
+def test_calls_shorter_than_min_time_are_looped():
+    fn = ScriptedCase(0.000_01)
+    rounds, iterations = size_rounds(
+        fn, max_time=0.25, min_rounds=5, min_time=0.000_05, clock=fn.clock
+    )
+    assert iterations == 5 and rounds * iterations * 0.000_01 == pytest.approx(0.25)
+
+
+def test_queued_results_size_from_the_mean_not_the_fastest_call():
+    """Three batches ready (0.1 ms each), then a 40 ms wait, as an async collector does.
+    Sized from the fastest call (pytest-benchmark's way) this is 2,500 rounds, ~26 s."""
+    costs = (0.000_1, 0.000_1, 0.000_1, 0.040)
+    fn = ScriptedCase(*costs)
+    rounds, iterations = size_rounds(fn, max_time=0.25, min_rounds=5, clock=fn.clock)
+    mean = sum(costs) / len(costs)
+    assert rounds * iterations * mean < 4 * 0.25
+    # each round spans the wait: at least one full cycle of four calls
+    assert iterations >= len(costs) and rounds >= 5
+
+
+def test_noisy_but_steady_calls_are_not_grouped():
+    fn = ScriptedCase(0.010, 0.012, 0.009, 0.011, 0.014)
+    _, iterations = size_rounds(fn, max_time=0.25, min_rounds=5, clock=fn.clock)
+    assert iterations == 1
