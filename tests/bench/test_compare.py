@@ -554,3 +554,62 @@ def test_a_whole_set_comparison_records_the_prior_it_fitted():
 
     prior = compare_runs(side(), side()).variance_prior
     assert prior is not None and prior[0] > 0 and prior[1] > 0
+
+
+def _duet(rng, names, pairs, *, shift=None, load=0.15, own=0.01, rounds=20):
+    """``pairs`` duets of ``names``: pair k met a load both sides share (lognormal,
+    ``load``), each run its own small noise (``own``); ``shift[name]`` slows head."""
+    shift = shift or {}
+    head, base = [], []
+    for _ in range(pairs):
+        common = rng.lognormal(0, load)
+        base.append(runs({n: timing(rng, rounds, center=1e-3 * common * rng.lognormal(0, own),
+                                    spread=0.01, outliers=0) for n in names}))  # fmt: skip
+        head.append(runs({n: timing(rng, rounds, spread=0.01, outliers=0,
+                                    center=1e-3 * common * rng.lognormal(0, own)
+                                    * (1 + shift.get(n, 0.0))) for n in names}))  # fmt: skip
+    return merge_runs(head), merge_runs(base)
+
+
+def test_a_duet_judged_pair_by_pair_sees_through_load_both_sides_met():
+    """Four duets whose load swings 15 % from pair to pair: judged as runs one after
+    another the swing is the noise and an 8 % slow-down hides in it; judged pair by
+    pair the load cancels, the slow-down is flagged and nothing else."""
+    rng = np.random.default_rng(7)
+    names = [f"b{i}" for i in range(12)]
+    head, base = _duet(rng, names, 4, shift={"b0": 0.08})
+    paired = compare_runs(head, base, paired=True)
+    apart = compare_runs(head, base)
+    by = {r.fullname: r for r in paired.rows}
+    assert {r.fullname for r in paired.rows if r.verdict in FLAGGED} == {"b0"}
+    assert by["b0"].verdict is Verdict.WORSENED and by["b0"].method == "paired"
+    assert -9.5 < by["b0"].median_change_pct < -6
+    assert not any(r.verdict in FLAGGED for r in apart.rows)
+    # the gate a change must beat: the pairs' spread, several times narrower
+    gates = sorted(r.noise_pct for r in paired.rows)
+    assert gates[len(gates) // 2] * 3 < sorted(r.noise_pct for r in apart.rows)[len(gates) // 2]
+    assert paired.paired == 4 and apart.paired == 0
+
+
+def test_an_aa_duet_flags_nothing_across_seeds():
+    for seed in range(20):
+        head, base = _duet(np.random.default_rng(seed), [f"b{i}" for i in range(20)], 4)
+        assert not any(r.verdict in FLAGGED for r in compare_runs(head, base, paired=True).rows)
+
+
+def test_pairs_are_not_gated_by_a_calibration_of_runs_one_after_another():
+    rng = np.random.default_rng(3)
+    head, base = _duet(rng, ["a", "b", "c", "d"], 4, shift={"a": 0.10})
+    calibrated = {n: 0.5 for n in "abcd"}  # a sequential A/A: 50 % gates
+    out = {r.fullname: r for r in compare_runs(head, base, paired=True, noise=calibrated).rows}
+    assert out["a"].verdict is Verdict.WORSENED and out["a"].noise_pct < 10
+    sequential = compare_runs(head, base, noise=calibrated)
+    assert {r.fullname: r.noise_pct for r in sequential.rows}["a"] >= 50
+
+
+def test_sides_with_different_run_counts_are_not_paired():
+    rng = np.random.default_rng(5)
+    head, base = _duet(rng, ["a", "b", "c"], 3)
+    _, fewer = _duet(rng, ["a", "b", "c"], 2)
+    out = compare_runs(head, fewer, paired=True)
+    assert {r.method for r in out.rows} == {"mann-whitney"} and out.paired == 0

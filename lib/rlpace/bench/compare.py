@@ -12,6 +12,10 @@ How a change is decided (both sides ran and have usable times):
   the change's uncertainty;
 - **summary statistics only** — the medians' intervals (asv's 99% interval, or a box
   plot notch from median/IQR/rounds) must not overlap.
+- **a duet** (``paired=True``: run ``k`` of base and head ran at the same time, one per
+  core) — each pair's log ratio of run medians is one observation, and a moderated
+  paired t on them gives the change, its interval and the p-value (method
+  ``"paired"``): the load both sides met cancels in each pair.
 
 **One run a side** (a single process each, the usual pytest-benchmark file): rounds
 within one process say nothing about the process-to-process noise (4-16 % on a
@@ -69,6 +73,8 @@ from rlpace.bench.stats import (
     log_run_variance,
     mann_whitney_p,
     minimal_detectable_change,
+    paired_log_variance,
+    paired_run_test,
     run_level_noise,
 )
 
@@ -283,6 +289,9 @@ class Comparison:
     benchmarks without a calibrated one. A confirmation of a few benchmarks borrows it."""
     confirm_repeats: int = 0
     """Runs per side of the confirmation stage (0: none ran)."""
+    paired: int = 0
+    """Pairs the benchmarks judged pair by pair had (``compare_runs(paired=True)``:
+    base and head run ``k`` ran at the same time); 0: none was."""
     count_tier: Mapping[str, Any] | None = None
     """What the count tier did, for the reader (:mod:`rlpace.bench.counts.tier`; None
     when it was not asked for): ``unavailable`` (why it could not run), ``warnings``,
@@ -403,6 +412,7 @@ class Comparison:
             "calibration": None if self.calibration is None else _jsonable(dict(self.calibration)),
             "variance_prior": _jsonable(self.variance_prior),
             "confirm_repeats": self.confirm_repeats,
+            "paired": self.paired,
             "count_tier": None if self.count_tier is None else _jsonable(dict(self.count_tier)),
             "rows": rows,
         }
@@ -502,6 +512,7 @@ def compare_runs(
     family_size: int | None = None,
     variance_prior: tuple[float, float] | None = None,
     single_run_noise: float = SINGLE_RUN_NOISE,
+    paired: bool = False,
 ) -> Comparison:
     """Compare a head run against a base run, benchmark by benchmark.
 
@@ -539,7 +550,8 @@ def compare_runs(
             their changes are measurement noise, so they are never flagged ("unchanged",
             with a note) though their figures are still computed. None: judge every row.
         family_size: how many benchmarks the process-level gates share ``alpha`` over
-            (Bonferroni); None: those compared here at process level. A confirmation
+            (Bonferroni); None: those compared here at process level, less the
+            ``fixed_impl`` rows, which are never flagged. A confirmation
             of the few benchmarks a first comparison flagged passes how many it tests.
         variance_prior: the ``(variance, degrees of freedom)`` prior for benchmarks
             without a ``process_priors`` entry, instead of one fitted here (a
@@ -549,6 +561,14 @@ def compare_runs(
             one run on a side and no calibrated noise, when the run has no control
             floor; 0 judges such benchmarks on their rounds alone (not advised: the
             rounds of one process cannot show process-to-process noise).
+        paired: the runs were a duet: head run ``k`` and base run ``k`` ran at the same
+            time, one per core, and each side's runs are merged in repeat order. A
+            benchmark with the same number (two or more) of runs a side is then judged
+            pair by pair (:func:`rlpace.bench.stats.paired_run_test`, method
+            ``"paired"``): the change is the mean of the pairs' log ratios, its
+            interval and p-value a moderated paired t at level ``alpha / m``
+            (Bonferroni), and a calibrated gate, measured on runs that did not run
+            side by side, does not apply (the control floor's shift still does).
 
     Returns:
         The :class:`Comparison`, rows in head order then removed benchmarks.
@@ -591,21 +611,36 @@ def compare_runs(
             f"family_size: expected the number of benchmarks tested (an integer >= 1), "
             f"got {family_size!r}"
         )
-    run_alpha = alpha / (family_size or max(len(gated), 1))
+    # the family the process-level gates share alpha over: the rows that can be flagged
+    # (negative controls whose code is the same on both sides never are)
+    tested = [n for n in gated if fixed_impl is None or head_rows[n]["impl"] != fixed_impl]
+    run_alpha = alpha / (family_size or max(len(tested), 1))
+    pairs = {
+        n
+        for n in gated
+        if paired and len(head_rows[n]["run_medians"]) == len(base_rows[n]["run_medians"])
+    }
+    variance_of = paired_log_variance if pairs else log_run_variance
     # two runs a side give each benchmark's process variance two degrees of freedom;
     # the variances of all gated benchmarks together give a prior that lends them more
+    judged = sorted(pairs) if pairs else sorted(gated)
     fitted = fit_variance_prior(
         *zip(
-            *(log_run_variance(head_rows[n]["run_medians"], base_rows[n]["run_medians"])
-              for n in sorted(gated)),
+            *(variance_of(head_rows[n]["run_medians"], base_rows[n]["run_medians"])
+              for n in judged),
             strict=True,
         )
-    ) if len(gated) >= 3 else None  # fmt: skip
+    ) if len(judged) >= 3 else None  # fmt: skip
     prior = _check_variance_prior(variance_prior) if variance_prior is not None else fitted
+    if pairs:  # an A/A calibration of runs one after another does not gate a duet's pairs
+        calibrated = {n: g for n, g in calibrated.items() if n not in pairs}
+        own_priors = {n: v for n, v in own_priors.items() if n not in pairs}
     if floor is not None and floor.active:
         from rlpace.bench.controls import noise_with_floor
 
         effective = noise_with_floor(calibrated, head_rows, floor)
+        for n in pairs:  # the pairs' own spread replaces the calibration: the shift floor
+            effective[n] = min(floor.shift_floor_pct / 100, 1.0)
     else:
         effective = calibrated
 
@@ -613,7 +648,11 @@ def compare_runs(
     drafts: list[dict[str, Any]] = []
     for fullname, h in head_rows.items():
         own = own_priors.get(fullname)
-        run_gate = (run_alpha, own if own is not None else prior) if fullname in gated else None
+        run_gate = (
+            _RunGate(run_alpha, own if own is not None else prior, fullname in pairs)
+            if fullname in gated
+            else None
+        )
         drafts.append(
             _draft(h, base_rows.get(fullname), base is not None, effective, run_gate, assumed)
         )
@@ -644,7 +683,18 @@ def compare_runs(
         base=_run_meta(base) if base is not None else {},
         noise_floor=floor,
         variance_prior=None if prior is None else (float(prior[0]), float(prior[1])),
+        paired=max((len(head_rows[n]["run_medians"]) for n in pairs), default=0),
     )
+
+
+@dataclass(frozen=True)
+class _RunGate:
+    """How one benchmark's runs are judged: the level (Bonferroni share of ``alpha``),
+    the variance prior, and whether its runs are duet pairs."""
+
+    alpha: float
+    prior: tuple[float, float] | None
+    paired: bool = False
 
 
 def confirm_verdicts(first: Comparison, second: Comparison, *, repeats: int) -> Comparison:
@@ -782,7 +832,7 @@ def _draft(
     b: pd.Series | None,
     has_base: bool,
     calibrated: Mapping[str, float],
-    run_gate: tuple[float, tuple[float, float] | None] | None,
+    run_gate: _RunGate | None,
     assumed_noise: float = 0.0,
 ) -> dict[str, Any]:
     """Everything about one benchmark except the verdicts that need all q-values;
@@ -828,14 +878,26 @@ def _draft(
 
     hd, bd = h["data"], b["data"]
     rounds_mdc = _NAN
-    if hd is not None and bd is not None and len(hd) >= MIN_SAMPLES and len(bd) >= MIN_SAMPLES:
+    if run_gate is not None and run_gate.paired:
+        # a duet: each pair met the same load, so the pairs' log ratios are the data
+        mean, half_log, mdc_log, p = paired_run_test(
+            h["run_medians"], b["run_medians"], alpha=run_gate.alpha, prior=run_gate.prior
+        )
+        ratio, low, high = (math.exp(x) for x in (mean, mean - half_log, mean + half_log))
+        out["method"] = "paired"
+        out["p_value"] = p
+        out["run_noise_pct"] = (
+            -math.expm1(-half_log) * 100 if _went_worse(ratio, out) else _grown_pct(half_log)
+        )
+        out["mdc_pct"] = _grown_pct(mdc_log)
+    elif hd is not None and bd is not None and len(hd) >= MIN_SAMPLES and len(bd) >= MIN_SAMPLES:
         ratio, low, high = bootstrap_ratio_ci(hd, bd)
         out["method"] = "mann-whitney"
         out["p_value"] = mann_whitney_p(hd, bd)
         out["mdc_pct"] = rounds_mdc = minimal_detectable_change(hd, bd)
         run_half, run_mdc = (
             run_level_noise(
-                h["run_medians"], b["run_medians"], alpha=run_gate[0], prior=run_gate[1]
+                h["run_medians"], b["run_medians"], alpha=run_gate.alpha, prior=run_gate.prior
             )
             if run_gate is not None
             else (_NAN, _NAN)
@@ -944,7 +1006,7 @@ def _decide(draft: Mapping[str, Any], threshold: float, alpha: float) -> Verdict
         return Verdict.UNCHANGED
     if low <= 0 <= high:  # the interval does not exclude "no change"
         return Verdict.UNCHANGED
-    if draft["method"] == "mann-whitney" and not draft["q_value"] < alpha:
+    if draft["method"] in ("mann-whitney", "paired") and not draft["q_value"] < alpha:
         return Verdict.UNCHANGED
     return Verdict.IMPROVED if change > 0 else Verdict.WORSENED
 

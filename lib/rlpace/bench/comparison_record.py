@@ -263,6 +263,7 @@ COMPARISON_SCHEMA: dict[str, Any] = {
             ]
         },
         "confirm_repeats": {"type": "integer", "minimum": 0, "maximum": 1000},
+        "paired": {"type": "integer", "minimum": 0, "maximum": 1000},
         "count_tier": {"anyOf": [{"type": "null"}, _COUNT_TIER]},
         "rows": {"type": "array", "maxItems": MAX_ROWS, "items": _ROW},
         "pipeline": _PIPELINE,

@@ -152,6 +152,12 @@ class Judge:
     confirm_runs: int = 2
     """Fresh runs a side that re-run what a first comparison flagged (0: none); the
     pipeline runs them, :meth:`confirm` judges them."""
+    paired: bool = False
+    """The runs were duets (base and head run ``k`` at the same time, one per core):
+    benchmarks with as many runs on both sides are judged pair by pair, without the
+    calibrated gates of sequential runs (:func:`~rlpace.bench.compare.compare_runs`'s
+    ``paired``). ``pr`` times its wall-clock cases so when the count tier is on;
+    ``rlpace-bench compare --paired`` judges the same files the same way."""
     calibration: Calibration | None = field(default=None, compare=False, repr=False)
     """The calibration the noise model came from, cited in the report (None: none)."""
     calibration_source: str = ""
@@ -300,6 +306,7 @@ class Judge:
             family_size=family_size,
             variance_prior=variance_prior,
             single_run_noise=self.single_run_noise,
+            paired=self.paired,
         )
 
     def _cite(self, comparison: Comparison, head: pd.DataFrame) -> Comparison:

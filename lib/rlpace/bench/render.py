@@ -49,6 +49,7 @@ __all__ = [
     "confirmation_text",
     "escape_markdown",
     "format_ops",
+    "paired_text",
     "format_time",
     "render_report",
     "seed_change_cell",
@@ -275,6 +276,7 @@ def _environment():
         calibration_text=calibration_text,
         calibration_warning=calibration_warning,
         confirmation_text=confirmation_text,
+        paired_text=paired_text,
         code_cell=lambda text: code_span(text).replace("|", "\\|"),
     )
     return env
@@ -439,9 +441,26 @@ def confirmation_text(comparison: Comparison) -> str:
             else "none was flagged again; they count as noise"
         )
     runs = _plural(comparison.confirm_repeats, "more run")
+    how = "as duets, judged pair by pair" if comparison.paired else "ABBA"
     return (
         f"Confirmation in fresh processes: the {_plural(len(tried), 'benchmark')} the first "
-        f"runs flagged ran again, {runs} a side, ABBA; {outcome}."
+        f"runs flagged ran again, {runs} a side, {how}; {outcome}."
+    )
+
+
+def paired_text(comparison: Comparison) -> str:
+    """The comment's sentence about duet runs judged pair by pair (empty without them).
+
+    Example:
+        >>> print(paired_text(Comparison(rows=(), paired=4)))
+        Wall-clock benchmarks ran as 4 duets (base and head at the same time, a core each) and were judged pair by pair: the load both sides met cancels in each pair, and a change must beat the pairs' own spread.
+    """
+    if not comparison.paired:
+        return ""
+    return (
+        f"Wall-clock benchmarks ran as {_plural(comparison.paired, 'duet')} (base and head "
+        "at the same time, a core each) and were judged pair by pair: the load both sides "
+        "met cancels in each pair, and a change must beat the pairs' own spread."
     )
 
 

@@ -93,6 +93,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "and note judge the files, so they get the verdicts `pr` gives (and its noise "
         "replaces the assumed single-run noise)",
     )
+    parser.add_argument(
+        "--paired",
+        action="store_true",
+        help="the runs were duets (head run k and base run k at the same time, one per "
+        "core; give both sides' files in the same order): judge each benchmark pair by "
+        "pair, as `pr` judges its wall-clock cases when the count tier is on",
+    )
     parser.add_argument("-k", dest="name_filter", help="only benchmarks whose name contains this")
     parser.add_argument(
         "--only-changed",
@@ -193,6 +200,7 @@ def compare_files(
     threshold: float = 5.0,
     alpha: float = 0.05,
     single_run_noise: float = SINGLE_RUN_NOISE,
+    paired: bool = False,
     calibration: Path | None = None,
     name_filter: str | None = None,
     only_changed: bool = False,
@@ -245,6 +253,7 @@ def compare_files(
         alpha=alpha,
         single_run_noise=single_run_noise,
         same_packages=not differences,
+        paired=paired,
     )
     comparison = judge.judge(head_df, base_df)
     comparison = _with_subjects(comparison)
@@ -310,6 +319,7 @@ def main(args: argparse.Namespace) -> int:
         threshold=args.threshold,
         alpha=args.alpha,
         single_run_noise=args.single_run_noise / 100,
+        paired=args.paired,
         calibration=Path(args.calibration) if args.calibration else None,
         name_filter=args.name_filter,
         only_changed=args.only_changed,
