@@ -249,11 +249,13 @@ def _checked_in_calibration(repo: Path) -> None:
 
 
 def test_pr_flags_the_slowed_case_and_only_it(tiny_repo, tmp_path, monkeypatch, capsys):
+    """Timing alone (``--no-counts``, as on a machine without Valgrind): runs one after
+    another, ABBA, judged with the checked-in calibration."""
     monkeypatch.chdir(tiny_repo)
     _checked_in_calibration(tiny_repo)
     code = cli_main(
         ["pr", "--base", "HEAD~1", "--sets", "cpu,gpu", "--repeats", "2", "--max-time", "0.05"]
-        + ["--threshold", "25", "--cache-dir", str(tmp_path / "cache")]
+        + ["--threshold", "25", "--cache-dir", str(tmp_path / "cache"), "--no-counts"]
     )
     assert code == 0
     # threshold 25%: two cases of a few microseconds on a loaded 2-core machine drift by
@@ -343,7 +345,7 @@ def test_a_flag_the_confirmation_does_not_repeat_is_noise(tmp_path, monkeypatch,
     monkeypatch.chdir(repo)
     code = cli_main(
         ["pr", "--base", "HEAD~1", "--repeats", "2", "--max-time", "0.05", "--threshold", "25"]
-        + ["--cache-dir", str(tmp_path / "cache"), "--fail-on-regression"]
+        + ["--cache-dir", str(tmp_path / "cache"), "--fail-on-regression", "--no-counts"]
     )
     assert code == 0  # nothing stands, so nothing fails the job
     out_dir = repo / "reports" / "pr"
@@ -364,12 +366,62 @@ def test_a_flag_the_confirmation_does_not_repeat_is_noise(tmp_path, monkeypatch,
     # no confirmation asked: the first runs' flag stands
     code = cli_main(
         ["pr", "--base", "HEAD~1", "--repeats", "2", "--max-time", "0.05", "--threshold", "25"]
-        + ["--cache-dir", str(tmp_path / "cache"), "--confirm", "0"]
+        + ["--cache-dir", str(tmp_path / "cache"), "--confirm", "0", "--no-counts"]
     )
     data = json.loads((out_dir / "cpu.json").read_text())
     verdicts = {row["name"]: (row["verdict"], row["confirmed"]) for row in data["rows"]}
     assert code == 0 and verdicts["test_touched"] == ("worsened", None)
     assert data["pipeline"]["confirmation"] is None
+
+
+@pytest.mark.skipif(
+    shutil.which("valgrind") is None or shutil.which("gcc") is None,
+    reason="valgrind or gcc is not installed: the count tier, and with it the duets, is off",
+)
+def test_with_counts_on_wall_clock_cases_run_as_duets_judged_pair_by_pair(
+    tiny_repo, tmp_path, monkeypatch
+):
+    """With the count tier on, the wall-clock cases run 2 x repeats duets (base and head
+    at once, a core each) and are judged pair by pair, the confirmation too; the
+    calibration of sequential runs does not gate them, and `compare --paired` on the
+    same files gives pr's first verdicts."""
+    monkeypatch.chdir(tiny_repo)
+    _checked_in_calibration(tiny_repo)
+    code = cli_main(
+        ["pr", "--base", "HEAD~1", "--repeats", "2", "--max-time", "0.05", "--threshold", "25"]
+        + ["--cache-dir", str(tmp_path / "cache")]
+    )
+    assert code == 0
+    data = json.loads((tiny_repo / "reports" / "pr" / "cpu.json").read_text())
+    rows = {row["name"]: row for row in data["rows"]}
+    touched, steady = rows["test_touched"], rows["test_steady"]
+    assert touched["method"] == steady["method"] == "paired"
+    assert touched["verdict"] == "worsened" and touched["confirmed"] is True
+    assert steady["verdict"] == "unchanged"
+    assert touched["median_change_pct"] < -25
+    assert data["paired"] == 4 and data["pipeline"]["paired"] is True
+    pairs = [f"{side}-{k}" for k in range(4) for side in ("base", "head")]
+    assert data["pipeline"]["order"] == pairs
+    # the confirmation: twice confirm's runs, as duets (a pair costs one run's time)
+    assert data["pipeline"]["confirmation"]["order"] == pairs
+    comment = (tiny_repo / "reports" / "pr" / "cpu.md").read_text()
+    assert "Wall-clock benchmarks ran as 4 duets (base and head at the same time" in comment
+    assert "4 more runs a side, as duets, judged pair by pair; it was flagged again" in comment
+    runs = tmp_path / "cache" / "runs" / "cpu"
+    again = tmp_path / "compare.json"
+    code = cli_main(
+        ["compare", "--paired", "--threshold", "25"]
+        + ["--head", *(str(runs / f"head-{k}.json") for k in range(4))]
+        + ["--base", *(str(runs / f"base-{k}.json") for k in range(4))]
+        + ["--calibration", "reports/calibration/cpu.json"]
+        + ["--json", str(again), "-o", str(tmp_path / "compare.md")]
+    )
+    assert code == 0
+    compared = {r["name"]: r for r in json.loads(again.read_text())["rows"]}
+    for name, row in rows.items():
+        assert compared[name]["verdict"] == ("worsened" if row["confirmed"] else row["verdict"])
+        for key in ("median_change_pct", "noise_pct", "run_noise_pct", "q_value", "mdc_pct"):
+            assert compared[name][key] == row[key], (name, key)
 
 
 def test_pr_command_bad_input_exits_2_and_says_why(tiny_repo, tmp_path, monkeypatch, capsys):
@@ -441,7 +493,8 @@ def _pr_on_a_range_check(tmp_path: Path, monkeypatch) -> Path:
 def test_pr_judges_counted_cases_by_counts_and_times_them_once_a_side(tmp_path, monkeypatch):
     """A head that adds a few percent of real work (a range check over a twentieth of
     the data) to one counted case: the counts flag it, and nothing else; the cases on
-    the CPU clock are timed once a side (a duet), the wall-clock case every repeat."""
+    the CPU clock are timed once a side (a duet), the wall-clock case in 2 x repeats
+    duets."""
     repo = _pr_on_a_range_check(tmp_path, monkeypatch)
     data = json.loads((repo / "reports" / "pr" / "cpu.json").read_text())
     rows = {row["name"]: row for row in data["rows"]}
@@ -455,7 +508,7 @@ def test_pr_judges_counted_cases_by_counts_and_times_them_once_a_side(tmp_path, 
     assert rows["test_on_the_clock"]["count_verdict"] == "not-counted"
     assert data["count_tier"]["counted"] == 2 and data["count_tier"]["unavailable"] is None
 
-    # the CPU-clock cases ran once a side, as a duet; the wall-clock one every repeat
+    # the CPU-clock cases ran once a side, as a duet; the wall-clock one in four duets
     def names(path):
         ran = json.loads(path.read_text())["benchmarks"]
         return sorted(b["name"] for b in ran)
@@ -464,14 +517,15 @@ def test_pr_judges_counted_cases_by_counts_and_times_them_once_a_side(tmp_path, 
     assert sorted(p.name for p in clock.glob("*.json")) == ["base-0.json", "head-0.json"]
     assert names(clock / "head-0.json") == ["test_computes", "test_untouched"]
     for side in ("base", "head"):
-        for k in (0, 1):
+        for k in range(4):
             assert names(runs / f"{side}-{k}.json") == ["test_on_the_clock"]
     assert data["pipeline"]["cpu_clock"] == {
         "repeats": 1,
         "duet": True,
         "order": ["base-0", "head-0"],
     }
-    assert data["pipeline"]["order"] == ["base-0", "head-0", "head-1", "base-1"]
+    assert data["pipeline"]["order"] == [f"{s}-{k}" for k in range(4) for s in ("base", "head")]
+    assert rows["test_on_the_clock"]["method"] == "paired" and data["paired"] == 4
     # "why": the function that grew, by Python call counts from a plain process
     causes = computes["count_causes"]
     assert any(name.endswith("test_tiny.py:_check") for name, _b, _h in causes["python"])

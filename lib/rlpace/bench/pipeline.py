@@ -9,15 +9,17 @@ Steps, for each benchmark set:
    side by side (:func:`rlpace.bench.counts.tier.run_count_tier`; ``counts``), then
    time the cases on the CPU clock once a side, base and head at once on a core each
    (a duet: their counts judge the counted ones);
-3. run the set (with counts: its wall-clock cases) ``repeats`` times per side,
-   interleaved base/head then head/base (:func:`rlpace.bench.runner.abba_schedule`),
-   each run a fresh pytest process through :func:`rlpace.bench.runner.run` with its
-   side's environment, so drift of the machine hits both sides alike;
+3. run the set ``repeats`` times per side, interleaved base/head then head/base
+   (:func:`rlpace.bench.runner.abba_schedule`), each run a fresh pytest process
+   through :func:`rlpace.bench.runner.run` with its side's environment, so drift of
+   the machine hits both sides alike; with counts, its wall-clock cases instead run
+   ``2 × repeats`` duets (base and head at once, a core each, judged pair by pair:
+   a pair costs one run's time and cancels the load both met);
 4. merge the samples per side and hand them to the set's
    :class:`~rlpace.bench.judge.Judge` (:func:`pr_judge`: the same judge
    ``rlpace-bench compare`` builds from the same settings);
 5. when that flags anything, run just the flagged benchmarks again, ``confirm`` runs
-   per side, ABBA in fresh processes, and keep a flag only where they flag it too
+   per side (``2 × confirm`` duets when step 3 ran duets), in fresh processes, and keep a flag only where they flag it too
    (:meth:`rlpace.bench.judge.Judge.confirm`): a whole process that ran slow does not
    repeat;
 6. join the count verdicts to the rows (:func:`rlpace.bench.counts.tier.apply_count_tier`)
@@ -429,8 +431,12 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
         if progress is not None and count_tier is not None:
             progress.counts_finished(set_name, count_tier)
         split = count_tier is not None and count_tier.unavailable is None
+        # with the count tier on, the wall-clock cases run as duets and are judged pair
+        # by pair; a pair costs one run's time, so they get twice the runs a side
+        wall_repeats = 2 * config.effective_repeats if split else config.effective_repeats
+        judge = replace(judge, paired=split)
         if progress is not None:
-            progress.set_started(set_name, 2 * config.effective_repeats + (2 if split else 0))
+            progress.set_started(set_name, 2 * wall_repeats + (2 if split else 0))
         clock_runs = None
         if split:
             clock_runs = run_interleaved(
@@ -448,11 +454,12 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
             set_name=set_name,
             sides=sides,
             runs_dir=cache / "runs" / set_name,
-            repeats=config.effective_repeats,
+            repeats=wall_repeats,
             settings=config.effective_settings,
             keyword=config.effective_keyword,
             environ=_on_clock_env(environ, "wall") if split else environ,
             on_run=None if progress is None else progress.run_finished,
+            duet=split,
         )
         head_df = _side_results(runs.head, clock_runs.head if clock_runs else None)
         base_df = _side_results(runs.base, clock_runs.base if clock_runs else None)
@@ -468,17 +475,21 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
         confirm_runs = None
         names = judge.flagged(comparison)
         if judge.confirm_runs and names:
+            # duets again when the first runs were: twice the pairs for the same time
+            # (two pairs alone leave a paired test one degree of freedom)
+            confirm_repeats = judge.confirm_runs * (2 if judge.paired else 1)
             if progress is not None:
-                progress.confirm_started(set_name, len(names), 2 * judge.confirm_runs)
+                progress.confirm_started(set_name, len(names), 2 * confirm_repeats)
             confirm_runs = run_interleaved(
                 set_name=set_name,
                 sides=sides,
                 runs_dir=cache / "runs" / f"{set_name}-confirm",
-                repeats=judge.confirm_runs,
+                repeats=confirm_repeats,
                 settings=config.effective_settings,
                 environ=environ,
                 on_run=None if progress is None else progress.run_finished,
                 select=names,
+                duet=judge.paired,
             )
             comparison = judge.confirm(
                 comparison,
@@ -500,6 +511,7 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
                 differences,
                 confirm_runs,
                 clock_runs,
+                paired=judge.paired,
             )
         )
     return outcomes
@@ -624,6 +636,8 @@ def _write_reports(
     environment_differences: list[str],
     confirm_runs: SideRuns | None = None,
     clock_runs: SideRuns | None = None,
+    *,
+    paired: bool = False,
 ) -> SetOutcome:
     from rlpace.bench.render import GITHUB_COMMENT_LIMIT, render_report
 
@@ -648,13 +662,17 @@ def _write_reports(
         str(noise_file) if noise_file and noise_file.is_file() else None
     )
     data["pipeline"]["environment_differences"] = list(environment_differences)
+    # the wall-clock runs (and a confirmation) as duets, judged pair by pair
+    data["pipeline"]["paired"] = paired
+    if paired:
+        data["pipeline"]["order"] = _duet_order(runs)
     data["pipeline"]["confirmation"] = (
         None
         if confirm_runs is None
         else {
             "repeats": confirm_runs.repeats,
             "benchmarks": [r.fullname for r in comparison.rows if r.confirmed is not None],
-            "order": _run_order(confirm_runs),
+            "order": _duet_order(confirm_runs) if paired else _run_order(confirm_runs),
         }
     )
     # the CPU-clock pass: one duet a side of the cases on the CPU clock (count tier on)
@@ -700,6 +718,11 @@ def _pipeline_meta(set_name: str, runs: SideRuns, base: BaseCheckout) -> dict[st
         "repeats": runs.repeats,
         "order": _run_order(runs),
     }
+
+
+def _duet_order(runs: SideRuns) -> list[str]:
+    """The runs' file stems by duet: ``base-k`` and ``head-k`` ran at the same time."""
+    return [f"{side}-{k}" for k in range(runs.repeats) for side in ("base", "head")]
 
 
 def _run_order(runs: SideRuns) -> list[str]:

@@ -56,7 +56,8 @@ class RichProgress(ProgressSink):
     def started(self, base: BaseCheckout, config: PipelineConfig) -> None:
         self.console.print(
             f"base {base.ref} = {base.short} in {base.tree} ({base.env_mode} environment); "
-            f"{config.effective_repeats} runs per side, ABBA"
+            f"{config.effective_repeats} runs per side, ABBA (with the count tier on, the "
+            f"wall-clock cases run {2 * config.effective_repeats} duets instead)"
         )
 
     def set_started(self, set_name: str, runs: int) -> None:
