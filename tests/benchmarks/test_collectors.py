@@ -215,6 +215,14 @@ def _build(kind: str):
     return AsyncBatchedCollector(env_fns, policy, frames_per_batch=FRAMES, backend=backend)
 
 
+def _single_process(kind, impl="rlpace"):
+    """The count tier's decision: a ``single`` collector steps its env and policy in the
+    benchmark process, so Callgrind sees all its work (it stays timed on the wall
+    clock, like the others of its case); the other kinds work in other processes or
+    threads, which counts do not see."""
+    return kind == "single" or f"{kind}: the work runs in worker processes or threads"
+
+
 @case(
     params={
         "kind": [
@@ -224,7 +232,8 @@ def _build(kind: str):
             "async_batched_threading",
             "async_batched_multiprocessing",
         ]
-    }
+    },
+    count=_single_process,
 )
 def test_collector_startup(kind):
     """Start-up (construct + first batch) and shutdown of rlpace collectors, timed together.
@@ -250,7 +259,7 @@ def test_collector_startup(kind):
     return Timed(lifecycle, items=1, unit="starts", extra_info=info)
 
 
-@case(params={"impl": ["rlpace", "torchrl"], "kind": ["single", "sync"]})
+@case(params={"impl": ["rlpace", "torchrl"], "kind": ["single", "sync"]}, count=_single_process)
 def test_collector_with_rb(impl, kind):
     """Collect straight into a replay buffer (counting env, 8 per worker).
 
