@@ -30,6 +30,7 @@ import math
 from collections.abc import Mapping, Sequence
 
 from rlpace.bench.errors import BenchInputError
+from rlpace.bench.stats import paired_run_test
 
 __all__ = [
     "DETECTION_POWER",
@@ -324,7 +325,9 @@ def paired_change(
 ) -> tuple[float, float, float]:
     """The change of a duet, judged pair by pair: run ``k`` of head and run ``k`` of base
     ran at the same time, so the log ratio of each pair keeps little of the load both
-    met, and the pairs' spread is what a change must beat.
+    met, and the pairs' spread is what a change must beat. The one-benchmark form of
+    :func:`rlpace.bench.stats.paired_run_test` (no prior), in the gate units of this
+    module; the comparator judges duets with the latter.
 
     Args:
         head_medians: each head run's median (seconds), in repeat order.
@@ -347,24 +350,20 @@ def paired_change(
         >>> [round(x, 2) for x in paired_change([1.1, 1.3, 1.2], [1.0, 1.2, 1.1])]
         [8.75, 1.9, 2.73]
     """
-    from scipy.stats import t as student_t
-
     if len(head_medians) != len(base_medians):
         raise BenchInputError(
             f"paired_change: expected one base run per head run, got {len(head_medians)} "
             f"head and {len(base_medians)} base runs; fix: pass the runs of a duet, pair by pair"
         )
-    logs = [
-        math.log(h / b) * 100
+    pairs = [
+        (h, b)
         for h, b in zip(head_medians, base_medians)
         if math.isfinite(h) and math.isfinite(b) and h > 0 and b > 0
     ]
-    if len(logs) < 2:
+    if len(pairs) < 2:
         return math.nan, math.nan, math.nan
-    n = len(logs)
-    mean = sum(logs) / n
-    sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / (n - 1))
-    level = 1 - alpha / (2 * max(family_size, 1))
-    gate = float(student_t.ppf(level, n - 1)) * sd / math.sqrt(n)
-    detectable = gate + float(student_t.ppf(power, n - 1)) * sd / math.sqrt(n)
-    return mean, gate, detectable
+    heads, bases = zip(*pairs, strict=True)
+    mean, gate, detectable, _ = paired_run_test(
+        heads, bases, alpha=alpha / max(family_size, 1), power=power
+    )
+    return mean * 100, gate * 100, detectable * 100
