@@ -82,6 +82,30 @@ def test_bad_input_exits_2_with_a_message(tmp_path, capsys):
     assert "threshold" in capsys.readouterr().err
 
 
+def test_paired_compare_needs_one_base_file_per_head_file(tmp_path, capsys):
+    """``--paired`` judges run k of head against run k of base: unequal sides, or a
+    single pair, cannot be duets, and the message says what to give instead."""
+    args = ["compare", "--paired", "--head", HEAD, BASE, "--base", BASE]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "--paired: expected as many base files as head files, two or more" in err
+    assert "got 2 head and 1 base" in err and "drop --paired" in err
+    assert main(["compare", "--paired", "--head", HEAD, "--base", BASE]) == 2
+    assert "got 1 head and 1 base" in capsys.readouterr().err
+    # two pairs are judged pair by pair
+    files = {}
+    for side, src in (("head", HEAD), ("base", BASE)):
+        for k in (0, 1):
+            files[side, k] = tmp_path / f"{side}-{k}.json"
+            files[side, k].write_text(Path(src).read_text())
+    out = tmp_path / "paired.json"
+    args = ["compare", "--paired", "--json", str(out), "-o", str(tmp_path / "r.md")]
+    args += ["--head", str(files["head", 0]), str(files["head", 1])]
+    assert main([*args, "--base", str(files["base", 0]), str(files["base", 1])]) == 0
+    assert {row.get("method") for row in json.loads(out.read_text())["rows"]} >= {"paired"}
+    capsys.readouterr()
+
+
 def test_usage_errors_exit_2(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["compare", "--base", BASE])  # --head missing

@@ -32,6 +32,7 @@ from rlpace.bench.judge import Judge
 from rlpace.bench.render import STYLES, escape_markdown, render_report
 from rlpace.bench.result_tables import (
     comparison_table,
+    expand_paths,
     filter_rows,
     format_table,
     load_side,
@@ -144,6 +145,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _check_pairs(head: list[Path | str], base: list[Path | str]) -> None:
+    """``--paired`` needs one base file per head file (the two runs of a duet)."""
+    h, b = len(expand_paths(head)), len(expand_paths(base))
+    if h != b or h < 2:
+        raise BenchInputError(
+            f"--paired: expected as many base files as head files, two or more (one pair "
+            f"per duet), got {h} head and {b} base; fix: give each duet's head and base "
+            "files in the same order, or drop --paired for runs that did not run side by side"
+        )
+
+
 def _as_list(paths: Path | str | Sequence[Path | str] | None) -> list[Path | str]:
     if paths is None:
         return []
@@ -236,8 +248,10 @@ def compare_files(
     """
     if fmt not in FORMATS:
         raise BenchInputError(f"--format: expected one of {', '.join(FORMATS)}, got {fmt!r}")
-    head_df = load_side(_as_list(head))
     base_paths = _as_list(base)
+    if paired:
+        _check_pairs(_as_list(head), base_paths)
+    head_df = load_side(_as_list(head))
     base_df = load_side(base_paths) if base_paths else None
     differences: list[str] = []
     if base_df is not None:
