@@ -384,6 +384,19 @@ def fit_variance_prior(
     return math.exp(mean + float(digamma(d0 / 2)) - math.log(d0 / 2)), d0
 
 
+def _moderated(
+    variance: float, df: float, prior: tuple[float, float] | None
+) -> tuple[float, float]:
+    """A variance shrunk toward the prior ``(s0², d0)``: ``(d0·s0² + d·s²) / (d0 + d)`` on
+    ``d0 + d`` degrees of freedom (an infinite ``d0``: the prior's, on a large number)."""
+    if prior is None:
+        return variance, df
+    s0, d0 = prior
+    if math.isinf(d0):
+        return s0, 10**6
+    return (d0 * s0 + df * variance) / (d0 + df), df + d0
+
+
 def run_level_noise(
     head_run_medians: Sequence[float],
     base_run_medians: Sequence[float],
@@ -430,12 +443,7 @@ def run_level_noise(
     pooled, df = log_run_variance(head_run_medians, base_run_medians)
     if df == 0:
         return float("nan"), float("nan")
-    if prior is not None:
-        s0, d0 = prior
-        if math.isinf(d0):
-            pooled, df = s0, 10**6
-        else:
-            pooled, df = (d0 * s0 + df * pooled) / (d0 + df), df + d0
+    pooled, df = _moderated(pooled, df, prior)
     k_h, k_b = len(head_run_medians), len(base_run_medians)
     se = math.sqrt(pooled * (1 / k_h + 1 / k_b))
     t_alpha = float(_sp.t.ppf(1 - alpha / 2, df))
@@ -513,12 +521,7 @@ def paired_run_test(
     d = np.log(np.asarray(head_run_medians, dtype=float)) - np.log(
         np.asarray(base_run_medians, dtype=float)
     )
-    if prior is not None:
-        s0, d0 = prior
-        if math.isinf(d0):
-            var, df = s0, 10**6
-        else:
-            var, df = (d0 * s0 + df * var) / (d0 + df), df + d0
+    var, df = _moderated(var, df, prior)
     mean = float(d.mean())
     se = math.sqrt(var / d.size)
     t_alpha = float(_sp.t.ppf(1 - alpha / 2, df))
