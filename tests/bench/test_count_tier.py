@@ -268,6 +268,33 @@ def test_a_count_regression_whose_time_did_not_move_is_labelled():
     assert data["count_tier"]["verdicts"] == {"regression": 1, "same": 1, "not-counted": 1}
 
 
+def test_a_clock_flag_of_a_case_timed_once_for_display_is_shown_not_judged():
+    """pr times the counted CPU-clock cases once a side: one duet swung untouched buffer
+    cases by 13-39 %. Their counts decide; a counted case timed in every duet (a
+    wall-clock one) keeps its clock's flag, with the note."""
+    timing = Comparison(
+        rows=(
+            BenchmarkChange("t.py::once", "once", Verdict.WORSENED, median_change_pct=-23.6,
+                            head_runs=1, base_runs=1),
+            BenchmarkChange("t.py::duets", "duets", Verdict.WORSENED, median_change_pct=-20.0,
+                            head_runs=4, base_runs=4),
+        )
+    )  # fmt: skip
+    same = CountRun({}, tuple(CaseCount(n, "counted", instructions=1e6) for n in ("once", "duets")))
+    changes = tuple(compare_counts(same, same))
+    rows = {r.name: r for r in apply_count_tier(timing, CountTier(changes, timed_once=True)).rows}
+    assert rows["once"].verdict is Verdict.UNCHANGED
+    assert rows["once"].count_note == (
+        "instructions did not move; timed once a side for display, so the clock's "
+        "time +23.6% is shown, not judged"
+    )
+    assert rows["duets"].verdict is Verdict.WORSENED
+    assert rows["duets"].count_note.startswith("instructions did not move: the time changed")
+    # without the pass that timed them once, the clock's flag stands as before
+    plain = {r.name: r for r in apply_count_tier(timing, CountTier(changes)).rows}
+    assert plain["once"].verdict is Verdict.WORSENED
+
+
 def test_a_malformed_count_file_is_refused_with_the_fix(tmp_path):
     path = tmp_path / "c.json"
     path.write_text(json.dumps({"format": "rlpace-counts", "version": 0}), "utf-8")

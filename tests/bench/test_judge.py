@@ -130,6 +130,9 @@ def test_the_confirmation_keeps_only_flags_fresh_runs_repeat(runs):
     cleared = judge.confirm(first, base, base)
     assert cleared.rows[6].verdict is Verdict.UNCHANGED and cleared.rows[6].confirmed is False
     assert cleared.confirm_repeats == 2
+    # a flag left out of the confirmation (pr leaves out what its counts judge) stays
+    kept = judge.confirm(first, base, base, names=[])
+    assert kept.rows[6].verdict is Verdict.WORSENED and kept.rows[6].confirmed is None
 
 
 def test_a_noise_model_scales_its_gates_to_the_runs_a_side_judged():

@@ -33,7 +33,7 @@ Example:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -238,7 +238,13 @@ class Judge:
         """
         return [r.fullname for r in comparison.rows if r.verdict in _FLAGS]
 
-    def confirm(self, first: Comparison, head: pd.DataFrame, base: pd.DataFrame) -> Comparison:
+    def confirm(
+        self,
+        first: Comparison,
+        head: pd.DataFrame,
+        base: pd.DataFrame,
+        names: Sequence[str] | None = None,
+    ) -> Comparison:
         """Judge fresh runs of what ``first`` flagged, and keep only the flags they repeat.
 
         The flagged benchmarks are compared on ``head`` and ``base`` alone (the
@@ -247,6 +253,9 @@ class Judge:
         ``first`` fitted on the whole set and, with a noise model, the confirmation's
         own gates; :func:`rlpace.bench.compare.confirm_verdicts` then clears the flags
         that did not repeat. Rows the confirmation runs lack are not confirmed.
+        ``names`` (default: every flagged benchmark) limits what is put to the
+        confirmation; flags outside it are left as they are (``pr`` leaves out the
+        cases its count tier judges).
 
         Example:
             >>> from rlpace.bench.results import results_from_records
@@ -255,7 +264,8 @@ class Judge:
             >>> same.confirm_repeats
             0
         """
-        names = self.flagged(first)
+        flagged = self.flagged(first)
+        names = flagged if names is None else [n for n in flagged if n in set(names)]
         if not names:
             return first
 
@@ -278,7 +288,15 @@ class Judge:
             family_size=len(names),
             variance_prior=first.variance_prior,
         )
-        return confirm_verdicts(first, second, repeats=repeats)
+        confirmed = confirm_verdicts(first, second, repeats=repeats)
+        if len(names) == len(flagged):
+            return confirmed
+        asked = set(names)
+        rows = tuple(
+            new if new.fullname in asked else old
+            for old, new in zip(first.rows, confirmed.rows, strict=True)
+        )
+        return replace(confirmed, rows=rows)
 
     def _compare(
         self,

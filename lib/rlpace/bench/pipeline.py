@@ -473,7 +473,16 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
         )
         comparison = judge.judge(head_df, base_df)
         confirm_runs = None
-        names = judge.flagged(comparison)
+        # counted cases timed once a side (the CPU-clock pass) are timed for display:
+        # their clock's flags are not put to a confirmation (apply_count_tier decides)
+        by_counts = count_tier.judged_ids() if split and count_tier is not None else set()
+        flagged = set(judge.flagged(comparison))
+        names = [
+            r.fullname
+            for r in comparison.rows
+            if r.fullname in flagged
+            and not (r.name in by_counts and min(r.head_runs, r.base_runs) <= 1)
+        ]
         if judge.confirm_runs and names:
             # duets again when the first runs were: twice the pairs for the same time
             # (two pairs alone leave a paired test one degree of freedom)
@@ -495,6 +504,7 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
                 comparison,
                 merge_runs([load_results(p) for p in confirm_runs.head]),
                 merge_runs([load_results(p) for p in confirm_runs.base]),
+                names=names,
             )
         if count_tier is not None:
             from rlpace.bench.counts.tier import apply_count_tier
