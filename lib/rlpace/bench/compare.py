@@ -648,11 +648,15 @@ def compare_runs(
     drafts: list[dict[str, Any]] = []
     for fullname, h in head_rows.items():
         own = own_priors.get(fullname)
+        # the fitted prior is of the kind of variance most rows have (pairs' when paired):
+        # a row judged the other way gets none
+        fits = (fullname in pairs) == bool(pairs)
         run_gate = (
-            _RunGate(run_alpha, own if own is not None else prior, fullname in pairs)
+            _RunGate(run_alpha, own if own is not None else (prior if fits else None),
+                     fullname in pairs)
             if fullname in gated
             else None
-        )
+        )  # fmt: skip
         drafts.append(
             _draft(h, base_rows.get(fullname), base is not None, effective, run_gate, assumed)
         )

@@ -265,7 +265,11 @@ class Judge:
             0
         """
         flagged = self.flagged(first)
-        names = flagged if names is None else [n for n in flagged if n in set(names)]
+        if names is not None:
+            asked = set(names)
+            names = [n for n in flagged if n in asked]
+        else:
+            names = flagged
         if not names:
             return first
 
@@ -291,7 +295,7 @@ class Judge:
         confirmed = confirm_verdicts(first, second, repeats=repeats)
         if len(names) == len(flagged):
             return confirmed
-        asked = set(names)
+        asked = set(names)  # flags left out keep their first verdict
         rows = tuple(
             new if new.fullname in asked else old
             for old, new in zip(first.rows, confirmed.rows, strict=True)

@@ -473,15 +473,15 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
         )
         comparison = judge.judge(head_df, base_df)
         confirm_runs = None
+        if count_tier is not None:
+            count_tier = replace(count_tier, timed_once=split)
         # counted cases timed once a side (the CPU-clock pass) are timed for display:
         # their clock's flags are not put to a confirmation (apply_count_tier decides)
-        by_counts = count_tier.judged_ids() if split and count_tier is not None else set()
         flagged = set(judge.flagged(comparison))
         names = [
             r.fullname
             for r in comparison.rows
-            if r.fullname in flagged
-            and not (r.name in by_counts and min(r.head_runs, r.base_runs) <= 1)
+            if r.fullname in flagged and not (count_tier is not None and count_tier.decides(r))
         ]
         if judge.confirm_runs and names:
             # duets again when the first runs were: twice the pairs for the same time
@@ -509,7 +509,7 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
         if count_tier is not None:
             from rlpace.bench.counts.tier import apply_count_tier
 
-            comparison = apply_count_tier(comparison, replace(count_tier, timed_once=split))
+            comparison = apply_count_tier(comparison, count_tier)
         outcomes.append(
             _write_reports(
                 out_dir,

@@ -467,12 +467,19 @@ def paired_log_variance(
         >>> paired_log_variance([1.0, 1.1], [1.0])
         (nan, 0)
     """
-    h = np.asarray(head_run_medians, dtype=float)
-    b = np.asarray(base_run_medians, dtype=float)
-    if h.size < 2 or h.size != b.size or not (np.all(h > 0) and np.all(b > 0)):
+    d = _log_ratios(head_run_medians, base_run_medians)
+    if d is None:
         return float("nan"), 0
-    d = np.log(h) - np.log(b)
     return float(d.var(ddof=1)), int(d.size - 1)
+
+
+def _log_ratios(head: Sequence[float], base: Sequence[float]) -> np.ndarray | None:
+    """``log(head_k / base_k)`` of two or more pairs; None when there are fewer, the
+    sides differ in length or a median is not positive."""
+    h, b = np.asarray(head, dtype=float), np.asarray(base, dtype=float)
+    if h.size < 2 or h.size != b.size or not (np.all(h > 0) and np.all(b > 0)):
+        return None
+    return np.log(h) - np.log(b)
 
 
 def paired_run_test(
@@ -514,14 +521,11 @@ def paired_run_test(
         >>> round(math.expm1(half) * 100, 1), round(p, 2)
         (29.6, 0.57)
     """
-    var, df = paired_log_variance(head_run_medians, base_run_medians)
-    nan = float("nan")
-    if df == 0:
+    d = _log_ratios(head_run_medians, base_run_medians)
+    if d is None:
+        nan = float("nan")
         return nan, nan, nan, nan
-    d = np.log(np.asarray(head_run_medians, dtype=float)) - np.log(
-        np.asarray(base_run_medians, dtype=float)
-    )
-    var, df = _moderated(var, df, prior)
+    var, df = _moderated(float(d.var(ddof=1)), d.size - 1, prior)
     mean = float(d.mean())
     se = math.sqrt(var / d.size)
     t_alpha = float(_sp.t.ppf(1 - alpha / 2, df))

@@ -73,15 +73,22 @@ class CountTier:
     timed_once: bool = False
     """Whether the cases on the CPU clock were timed once a side (``pr`` with counts)."""
 
-    def judged_ids(self) -> set[str]:
-        """The test ids counted on both sides: their counts decide their verdicts.
+    def decides(self, row: Any) -> bool:
+        """Whether this tier, not the clock, decides a timing row: a case counted on
+        both sides whose time ``pr`` took once a side, for display (``timed_once``).
 
         Example:
-            >>> CountTier(changes=(CountChange("a", "same", instructions_change=0.0),
-            ...                    CountChange("b", "not-counted"))).judged_ids()
-            {'a'}
+            >>> from rlpace.bench.compare import BenchmarkChange, Verdict
+            >>> tier = CountTier(changes=(CountChange("a", "same", instructions_change=0.0),),
+            ...                  timed_once=True)
+            >>> once = BenchmarkChange("t::a", "a", Verdict.WORSENED, head_runs=1, base_runs=1)
+            >>> tier.decides(once), tier.decides(replace(once, head_runs=4, base_runs=4))
+            (True, False)
         """
-        return {c.test_id for c in self.changes if c.instructions_change is not None}
+        if not self.timed_once or min(row.head_runs, row.base_runs) > 1:
+            return False
+        return any(c.test_id == row.name and c.instructions_change is not None
+                   for c in self.changes)  # fmt: skip
 
     def summary(self) -> dict[str, Any]:
         """The ``count_tier`` entry of the comparison: what the reader is told."""
@@ -207,11 +214,6 @@ def _pct(value: float | None) -> float | None:
     return None if value is None else round(100 * value, 4)
 
 
-def _timed_once(row: Any) -> bool:
-    """Whether a row's timing came from one run on a side (the CPU-clock pass)."""
-    return min(row.head_runs, row.base_runs) <= 1
-
-
 def apply_count_tier(comparison: Comparison, tier: CountTier) -> Comparison:
     """Join the count tier's verdicts to the timing comparison's rows (see module doc).
 
@@ -252,7 +254,7 @@ def apply_count_tier(comparison: Comparison, tier: CountTier) -> Comparison:
         elif change.verdict == "improvement":
             note = "count improvement, but the clock says slower: look outside the computation"
         elif change.verdict == "same" and row.verdict in (Verdict.WORSENED, Verdict.IMPROVED):
-            if tier.timed_once and _timed_once(row):
+            if tier.decides(row):
                 verdict = Verdict.UNCHANGED
                 note = (
                     f"instructions did not move; timed once a side for display, so the "
