@@ -461,8 +461,12 @@ def size_rounds(
     pytest-benchmark does) and when the calls hand over queued work: if the fastest
     call of the window took under half the mean, calls alternate between picking up
     a ready result and waiting for one, and the median of single calls jumps between
-    the two. A round then lasts about twice the window's longest call, so every round
-    holds a wait and what was ready whatever the phase: a throughput.
+    the two. A round then lasts about four times the window's longest call, so every
+    round holds waits and what was ready whatever the phase: a throughput. Such a
+    case gets four times ``max_time`` of rounds: how many ready results a round
+    catches still varies, and with the ``max_time`` of a steady case its rounds
+    (five of a few calls each) left the run's median 30 % uncertain, the widest of the
+    wall-clock duets' pairs (22-24 % A/A for the async CartPole collectors).
 
     Example:
         >>> rounds, iterations = size_rounds(lambda: time.sleep(0.01), max_time=0.1, min_rounds=5)
@@ -486,7 +490,8 @@ def size_rounds(
     per_call = max(elapsed / len(calls), 1e-9)
     iterations = 1
     if min(calls) < per_call * _HANDOVER:
-        iterations = math.ceil(2 * max(calls) / per_call)
+        iterations = math.ceil(_HANDOVER_SPAN * max(calls) / per_call)
+        max_time *= _HANDOVER_TIME
     if per_call < min_time:
         iterations = max(iterations, math.ceil(min_time / per_call))
     rounds = max(min_rounds, math.ceil(max_time / (per_call * iterations)))
@@ -495,6 +500,10 @@ def size_rounds(
 
 _HANDOVER = 0.5
 """A call under this share of the mean picked up work done ahead (see :func:`size_rounds`)."""
+_HANDOVER_SPAN = 4
+"""A round of calls that hand over queued work lasts this many of the longest calls."""
+_HANDOVER_TIME = 4
+"""Such a case's rounds take this many times ``max_time`` (see :func:`size_rounds`)."""
 
 _MAX_SIZING_CALLS = 100_000
 """Most calls in :func:`size_rounds`' window (a clock too coarse to move would loop forever)."""
