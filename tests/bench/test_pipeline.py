@@ -385,14 +385,25 @@ def test_with_counts_on_wall_clock_cases_run_as_duets_judged_pair_by_pair(
     at once, a core each) and are judged pair by pair, the confirmation too; the
     calibration of sequential runs does not gate them, and `compare --paired` on the
     same files gives pr's first verdicts."""
+    from rlpace.bench.calibration import DuetCalibration
+
     monkeypatch.chdir(tiny_repo)
     _checked_in_calibration(tiny_repo)
+    # the pair spreads of 12 A/A duets, checked in beside the calibration
+    duets = DuetCalibration(
+        "cpu", 12, {f"tests/benchmarks/test_tiny.py::{n}": (s, 12) for n, s in
+                    (("test_steady", 6.0), ("test_touched", 2.0))}, created="2026-12-02T06:00",
+    )  # fmt: skip
+    duets_file = tiny_repo / "reports" / "calibration" / "cpu-duets.json"
+    duets_file.write_text(json.dumps(duets.to_dict()))
     code = cli_main(
         ["pr", "--base", "HEAD~1", "--repeats", "2", "--max-time", "0.05", "--threshold", "25"]
         + ["--cache-dir", str(tmp_path / "cache")]
     )
     assert code == 0
     data = json.loads((tiny_repo / "reports" / "pr" / "cpu.json").read_text())
+    assert data["duet_calibration"]["source"] == "reports/calibration/cpu-duets.json"
+    assert data["duet_calibration"]["pairs"] == 12
     rows = {row["name"]: row for row in data["rows"]}
     touched, steady = rows["test_touched"], rows["test_steady"]
     assert touched["method"] == steady["method"] == "paired"
@@ -407,6 +418,7 @@ def test_with_counts_on_wall_clock_cases_run_as_duets_judged_pair_by_pair(
     comment = (tiny_repo / "reports" / "pr" / "cpu.md").read_text()
     assert "Wall-clock benchmarks ran as 4 duets (base and head at the same time" in comment
     assert "4 more runs a side, as duets, judged pair by pair; it was flagged again" in comment
+    assert "weighed with the spread of its pairs in 12 A/A duets" in comment
     runs = tmp_path / "cache" / "runs" / "cpu"
     again = tmp_path / "compare.json"
     code = cli_main(
@@ -414,6 +426,7 @@ def test_with_counts_on_wall_clock_cases_run_as_duets_judged_pair_by_pair(
         + ["--head", *(str(runs / f"head-{k}.json") for k in range(4))]
         + ["--base", *(str(runs / f"base-{k}.json") for k in range(4))]
         + ["--calibration", "reports/calibration/cpu.json"]
+        + ["--duets", "reports/calibration/cpu-duets.json"]
         + ["--json", str(again), "-o", str(tmp_path / "compare.md")]
     )
     assert code == 0

@@ -292,6 +292,9 @@ class Comparison:
     paired: int = 0
     """Pairs the benchmarks judged pair by pair had (``compare_runs(paired=True)``:
     base and head run ``k`` ran at the same time); 0: none was."""
+    duet_calibration: Mapping[str, Any] | None = None
+    """The A/A duet pool whose pair spreads were the paired tests' priors, for the
+    reader (:meth:`rlpace.bench.calibration.DuetCalibration.note`; None: none was)."""
     count_tier: Mapping[str, Any] | None = None
     """What the count tier did, for the reader (:mod:`rlpace.bench.counts.tier`; None
     when it was not asked for): ``unavailable`` (why it could not run), ``warnings``,
@@ -413,6 +416,7 @@ class Comparison:
             "variance_prior": _jsonable(self.variance_prior),
             "confirm_repeats": self.confirm_repeats,
             "paired": self.paired,
+            "duet_calibration": _jsonable(self.duet_calibration),
             "count_tier": None if self.count_tier is None else _jsonable(dict(self.count_tier)),
             "rows": rows,
         }
@@ -467,6 +471,8 @@ def _check_noise(noise: Mapping[str, float] | None) -> dict[str, float]:
 
 def _check_priors(
     priors: Mapping[str, tuple[float, float]] | None,
+    what: str = "process_priors",
+    origin: str = "Calibration.process_priors()",
 ) -> dict[str, tuple[float, float]]:
     out = {}
     for key, value in (priors or {}).items():
@@ -476,9 +482,9 @@ def _check_priors(
             variance = df = math.nan
         if not (math.isfinite(variance) and variance >= 0 and math.isfinite(df) and df > 0):
             raise BenchInputError(
-                f"process_priors[{key!r}] = {value!r}: expected (variance of the log run "
-                "median >= 0, degrees of freedom > 0); take them from "
-                "Calibration.process_priors() rather than building them by hand"
+                f"{what}[{key!r}] = {value!r}: expected (variance of the log run "
+                f"median >= 0, degrees of freedom > 0); take them from {origin} rather "
+                "than building them by hand"
             )
         out[key] = (variance, df)
     return out
@@ -513,6 +519,7 @@ def compare_runs(
     variance_prior: tuple[float, float] | None = None,
     single_run_noise: float = SINGLE_RUN_NOISE,
     paired: bool = False,
+    paired_priors: Mapping[str, tuple[float, float]] | None = None,
 ) -> Comparison:
     """Compare a head run against a base run, benchmark by benchmark.
 
@@ -569,6 +576,12 @@ def compare_runs(
             interval and p-value a moderated paired t at level ``alpha / m``
             (Bonferroni), and a calibrated gate, measured on runs that did not run
             side by side, does not apply (the control floor's shift still does).
+        paired_priors: optional ``fullname → (variance, degrees of freedom)`` of a
+            pair's log ratio, from a pool of A/A duets
+            (:meth:`rlpace.bench.calibration.DuetCalibration.paired_priors`): for a
+            benchmark judged pair by pair it replaces the prior fitted on the other
+            benchmarks, so its paired test stands on the pool's degrees of freedom
+            plus its own pairs'.
 
     Returns:
         The :class:`Comparison`, rows in head order then removed benchmarks.
@@ -599,6 +612,7 @@ def compare_runs(
         )
     calibrated = _check_noise(noise)
     own_priors = _check_priors(process_priors)
+    pair_priors = _check_priors(paired_priors, "paired_priors", "DuetCalibration.paired_priors()")
     head_rows = _by_fullname(head, "head")
     base_rows = _by_fullname(base, "base") if base is not None else {}
     gated = {
@@ -635,6 +649,7 @@ def compare_runs(
     if pairs:  # an A/A calibration of runs one after another does not gate a duet's pairs
         calibrated = {n: g for n, g in calibrated.items() if n not in pairs}
         own_priors = {n: v for n, v in own_priors.items() if n not in pairs}
+        own_priors.update({n: v for n, v in pair_priors.items() if n in pairs})
     if floor is not None and floor.active:
         from rlpace.bench.controls import noise_with_floor
 

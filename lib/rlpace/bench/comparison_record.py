@@ -235,6 +235,24 @@ _NOISE_FLOOR = {
     "additionalProperties": _SCALAR,
 }
 
+_DUET_CALIBRATION = {
+    "type": "object",
+    "required": ["source", "pairs"],
+    "properties": {
+        "source": _text(500),
+        "pairs": _COUNT,
+        "created": _text(40),
+        "held_out_alarms": _COUNT,
+        "held_out_runs": _COUNT,
+        "mismatch": {
+            "type": "object",
+            "maxProperties": 16,
+            "additionalProperties": {"type": "array", "maxItems": 2, "items": _SCALAR},
+        },
+    },
+    "additionalProperties": False,
+}
+
 _PIPELINE = {
     "type": "object",
     "required": ["set"],
@@ -264,6 +282,7 @@ COMPARISON_SCHEMA: dict[str, Any] = {
         },
         "confirm_repeats": {"type": "integer", "minimum": 0, "maximum": 1000},
         "paired": {"type": "integer", "minimum": 0, "maximum": 1000},
+        "duet_calibration": {"anyOf": [{"type": "null"}, _DUET_CALIBRATION]},
         "count_tier": {"anyOf": [{"type": "null"}, _COUNT_TIER]},
         "rows": {"type": "array", "maxItems": MAX_ROWS, "items": _ROW},
         "pipeline": _PIPELINE,
@@ -510,5 +529,8 @@ def _comparison(data: Mapping[str, Any]) -> Comparison:
         "calibration": None if data.get("calibration") is None else dict(data["calibration"]),
         "variance_prior": None if prior is None else (float(prior[0]), float(prior[1])),
         "count_tier": None if data.get("count_tier") is None else dict(data["count_tier"]),
+        "duet_calibration": None
+        if data.get("duet_calibration") is None
+        else dict(data["duet_calibration"]),
     }
     return Comparison(**_rebuilt(Comparison, data, special))

@@ -51,7 +51,7 @@ from rlpace.bench.gates import confirmation_fractions, process_prior, scale_gate
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-    from rlpace.bench.calibration import Calibration
+    from rlpace.bench.calibration import Calibration, DuetCalibration
 
 __all__ = ["Judge", "NoiseModel"]
 
@@ -158,10 +158,19 @@ class Judge:
     calibrated gates of sequential runs (:func:`~rlpace.bench.compare.compare_runs`'s
     ``paired``). ``pr`` times its wall-clock cases so when the count tier is on;
     ``rlpace-bench compare --paired`` judges the same files the same way."""
+    paired_priors: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    """``fullname → (variance, degrees of freedom)`` of a duet pair's log ratio from a
+    pool of A/A duets (:meth:`rlpace.bench.calibration.DuetCalibration.paired_priors`):
+    the prior of each benchmark judged pair by pair, in place of the one fitted on the
+    other benchmarks of the run."""
     calibration: Calibration | None = field(default=None, compare=False, repr=False)
     """The calibration the noise model came from, cited in the report (None: none)."""
     calibration_source: str = ""
     """Where :attr:`calibration` was read from, as the reader should see it."""
+    duets: DuetCalibration | None = field(default=None, compare=False, repr=False)
+    """The A/A duet pool :attr:`paired_priors` came from, cited in the report."""
+    duets_source: str = ""
+    """Where :attr:`duets` was read from, as the reader should see it."""
 
     def __post_init__(self) -> None:
         if not (isinstance(self.threshold, int | float) and self.threshold >= 0):
@@ -182,9 +191,16 @@ class Judge:
 
     @classmethod
     def from_calibration(
-        cls, calibration: Calibration | None, *, source: str = "", **settings: Any
+        cls,
+        calibration: Calibration | None,
+        *,
+        source: str = "",
+        duets: DuetCalibration | None = None,
+        duets_source: str = "",
+        **settings: Any,
     ) -> Judge:
-        """A judge whose noise model is ``calibration``'s (None: no calibration).
+        """A judge whose noise model is ``calibration``'s (None: no calibration) and
+        whose paired tests borrow ``duets``' pair spreads (None: none).
 
         Example:
             >>> from rlpace.bench.calibration import BenchmarkNoise, Calibration
@@ -194,6 +210,12 @@ class Judge:
             >>> Judge.from_calibration(cal, source="cpu.json").noise.gates
             {'a': 0.076884}
         """
+        if duets is not None:
+            settings.update(
+                paired_priors=duets.paired_priors(),
+                duets=duets,
+                duets_source=str(duets_source),
+            )
         if calibration is None:
             return cls(**settings)
         return cls(
@@ -329,9 +351,13 @@ class Judge:
             variance_prior=variance_prior,
             single_run_noise=self.single_run_noise,
             paired=self.paired,
+            paired_priors=self.paired_priors if self.paired else None,
         )
 
     def _cite(self, comparison: Comparison, head: pd.DataFrame) -> Comparison:
+        if self.duets is not None and comparison.paired:
+            pool = self.duets.note(self.duets_source, head.attrs.get("machine_info"))
+            comparison = replace(comparison, duet_calibration=pool)
         if self.calibration is None:
             return comparison
         note = self.calibration.note(

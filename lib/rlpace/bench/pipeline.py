@@ -127,6 +127,10 @@ class PipelineConfig:
     """False-discovery rate of the comparator's tests."""
     noise_file: Path | None = None
     """A calibration file from ``rlpace-bench aa`` with per-benchmark noise."""
+    duets_file: Path | None = None
+    """A duet calibration from ``rlpace-bench aa --duets`` (default: the checked-in
+    ``<set>-duets.json`` beside the calibrations, when it exists): the pair spreads the
+    wall-clock cases' paired tests borrow."""
     base_env: str = "auto"
     """How the base gets its Python: ``auto`` (``overlay`` when its pinned
     requirements equal the head's, else ``full``), ``overlay``, ``full`` or
@@ -411,12 +415,19 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
         noise_file = config.noise_file or repo / CALIBRATION_DIR / f"{set_name}.json"
         if config.noise_file is None and not noise_file.is_file():
             noise_file = None
+        from rlpace.bench.calibration import duet_calibration_path
+
+        duets_file = config.duets_file or duet_calibration_path(repo / CALIBRATION_DIR, set_name)
+        if config.duets_file is None and not duets_file.is_file():
+            duets_file = None
         # one judge for the set: the same one `rlpace-bench compare` builds
         judge = pr_judge(
             config,
             noise_file,
             shown=_shown_path(noise_file, repo) if noise_file else "",
             same_packages=base.env_mode != "full",
+            duets_file=duets_file,
+            duets_shown=_shown_path(duets_file, repo) if duets_file else "",
         )
         sides = {"base": (base.tree, base.python), "head": (repo, Path(sys.executable))}
         environ = {
@@ -747,6 +758,8 @@ def pr_judge(
     *,
     shown: str = "",
     same_packages: bool = True,
+    duets_file: Path | None = None,
+    duets_shown: str = "",
 ) -> Judge:
     """The :class:`~rlpace.bench.judge.Judge` ``pr`` judges a set with: ``config``'s
     threshold, alpha and confirmation, the calibration in ``calibration_file`` (None:
@@ -757,22 +770,26 @@ def pr_judge(
         calibration_file: a calibration from ``rlpace-bench aa``, or None.
         shown: the file's name as the report shows it (default: the path).
         same_packages: whether base and head run the same pinned packages.
+        duets_file: a duet calibration from ``rlpace-bench aa --duets``, or None.
+        duets_shown: its name as the report shows it (default: the path).
 
     Raises:
-        BenchInputError: the calibration file cannot be read.
+        BenchInputError: the calibration or duet calibration file cannot be read.
 
     Example:
         >>> judge = pr_judge(PipelineConfig(threshold=3.0, confirm=0), None)
         >>> judge.threshold, judge.confirm_runs, judge.noise is None
         (3.0, 0, True)
     """
-    from rlpace.bench.calibration import read_calibration
+    from rlpace.bench.calibration import read_calibration, read_duet_calibration
     from rlpace.bench.judge import Judge
 
     calibration = read_calibration(calibration_file) if calibration_file is not None else None
     return Judge.from_calibration(
         calibration,
         source=shown or str(calibration_file or ""),
+        duets=read_duet_calibration(duets_file) if duets_file is not None else None,
+        duets_source=duets_shown or str(duets_file or ""),
         threshold=config.threshold,
         alpha=config.alpha,
         confirm_runs=config.confirm,

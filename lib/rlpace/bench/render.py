@@ -449,19 +449,51 @@ def confirmation_text(comparison: Comparison) -> str:
 
 
 def paired_text(comparison: Comparison) -> str:
-    """The comment's sentence about duet runs judged pair by pair (empty without them).
+    """The comment's sentence about duet runs judged pair by pair (empty without them),
+    and the A/A duet pool that lent their tests its pair spreads, if one did.
 
     Example:
         >>> print(paired_text(Comparison(rows=(), paired=4)))
         Wall-clock benchmarks ran as 4 duets (base and head at the same time, a core each) and were judged pair by pair: the load both sides met cancels in each pair, and a change must beat the pairs' own spread.
+        >>> print(paired_text(Comparison(rows=(), paired=4, duet_calibration={
+        ...     "source": "reports/calibration/cpu-duets.json", "pairs": 16,
+        ...     "created": "2026-12-02", "held_out_alarms": 0, "held_out_runs": 4,
+        ...     "mismatch": {"cpu_count": [2, 16]}})).split(": the load")[1])
+        ... # doctest: +NORMALIZE_WHITESPACE
+         both sides met cancels in each pair, and a change must beat the pairs' own spread, weighed with the spread of its pairs in 16 A/A duets (`reports/calibration/cpu-duets.json`, 2026-12-02; held-out folds of 4 pairs flagged anything in 0 of 4). ⚠️ Those duets ran on another machine (cpu_count: 2 there, 16 here): rerun `rlpace-bench aa --duets 16` here.
     """
     if not comparison.paired:
         return ""
-    return (
+    text = (
         f"Wall-clock benchmarks ran as {_plural(comparison.paired, 'duet')} (base and head "
         "at the same time, a core each) and were judged pair by pair: the load both sides "
-        "met cancels in each pair, and a change must beat the pairs' own spread."
+        "met cancels in each pair, and a change must beat the pairs' own spread"
     )
+    pool = comparison.duet_calibration
+    if not pool:
+        return text + "."
+    when = f", {neutralize(str(pool['created']))}" if pool.get("created") else ""
+    held = ""
+    if pool.get("held_out_runs"):
+        held = (
+            f"; held-out folds of {comparison.paired} pairs flagged anything in "
+            f"{pool.get('held_out_alarms', 0)} of {pool['held_out_runs']}"
+        )
+    text += (
+        f", weighed with the spread of its pairs in {pool['pairs']} A/A duets "
+        f"({_code(pool['source'])}{when}{held})."
+    )
+    mismatch = pool.get("mismatch") or {}
+    if mismatch:
+        parts = ", ".join(
+            f"{neutralize(str(k))}: {neutralize(str(a))} there, {neutralize(str(b))} here"
+            for k, (a, b) in mismatch.items()
+        )
+        text += (
+            f" ⚠️ Those duets ran on another machine ({parts}): rerun "
+            f"`rlpace-bench aa --duets {pool['pairs']}` here."
+        )
+    return text
 
 
 def calibration_text(note: Mapping[str, Any]) -> str:

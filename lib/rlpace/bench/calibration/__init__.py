@@ -23,6 +23,12 @@ runs when the pool holds ``2 × repeats × runs`` of them, the default). From th
   rlpace's rows only (``'test_=0.1,*[torchrl*=0'``): the torchrl twins are the
   negative controls.
 
+``rlpace-bench aa --duets N`` runs ``N`` A/A *duets* of the wall-clock cases instead
+(base and head at the same time, a core each, as ``pr`` times them) and writes a
+:class:`DuetCalibration` (``_duets``): per benchmark the spread of its pairs' log
+ratios, the prior of ``pr``'s paired tests, with a held-out check of folds judged by
+priors from the other pairs.
+
 The package follows the data, one private module per step: ``_config`` (what to
 run, :class:`CalibrationConfig`), ``_pool`` (running the pool,
 :func:`run_calibration`), ``_analysis`` (the figures from typed results tables,
@@ -38,6 +44,14 @@ Example:
 
 from rlpace.bench.calibration._analysis import analyse_pool, run_spreads
 from rlpace.bench.calibration._config import CalibrationConfig
+from rlpace.bench.calibration._duets import (
+    DUET_FORMAT,
+    DUET_VERSION,
+    DuetCalibration,
+    duet_calibration_from_runs,
+    duet_calibration_path,
+    read_duet_calibration,
+)
 from rlpace.bench.calibration._pool import run_calibration, write_calibration
 from rlpace.bench.calibration._records import (
     CALIBRATION_FORMAT,
@@ -55,16 +69,22 @@ from rlpace.bench.calibration._records import (
 __all__ = [
     "CALIBRATION_FORMAT",
     "CALIBRATION_VERSION",
+    "DUET_FORMAT",
+    "DUET_VERSION",
     "ENVIRONMENT_KEYS",
     "BenchmarkNoise",
     "Calibration",
     "CalibrationConfig",
     "CalibrationNote",
     "DetectionPower",
+    "DuetCalibration",
     "analyse_pool",
     "calibration_note",
+    "duet_calibration_from_runs",
+    "duet_calibration_path",
     "machine_environment",
     "read_calibration",
+    "read_duet_calibration",
     "run_calibration",
     "run_spreads",
     "write_calibration",

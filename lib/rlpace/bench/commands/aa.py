@@ -5,12 +5,18 @@ Example:
     >>> args = build_parser().parse_args(["aa", "--runs", "8", "--inject", "test_rb=0.1"])
     >>> args.runs, args.repeats, args.inject
     (8, 4, 'test_rb=0.1')
+    >>> build_parser().parse_args(["aa", "--duets", "16"]).duets
+    16
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import sys
 from pathlib import Path
+from typing import Any
 
 NAME = "aa"
 HELP = "A/A calibration: false-alarm rate, per-benchmark noise and detectable change."
@@ -59,6 +65,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="recompute the figures from the previous run's result files (no new runs)",
     )
+    parser.add_argument(
+        "--duets",
+        type=int,
+        default=None,
+        metavar="N",
+        help="instead of the sequential pool: run N A/A duets of the set's wall-clock "
+        "cases (both sides at once, a core each, as pr times them) and write "
+        "<out-dir>/<set>-duets.json, the pair spreads pr's paired tests borrow "
+        "(--repeats: the pairs a pr run judges, default 4)",
+    )
+    parser.add_argument(
+        "--duets-from",
+        default=None,
+        metavar="DIR",
+        help="build the duet calibration from the base-<k>.json / head-<k>.json files of "
+        "earlier duets in DIR instead of running them",
+    )
 
 
 def main(args: argparse.Namespace) -> int:
@@ -75,6 +98,8 @@ def main(args: argparse.Namespace) -> int:
     settings = RunSettings()
     if args.max_time is not None:
         settings = replace(settings, max_time=args.max_time)
+    if args.duets is not None or args.duets_from is not None:
+        return _duets(args, settings)
     config = CalibrationConfig(
         runs=args.runs,
         repeats=args.repeats,
@@ -101,3 +126,118 @@ def main(args: argparse.Namespace) -> int:
         calibration = run_calibration(config, on_run=advance)
     print(format_calibration(calibration))
     return 0
+
+
+def _duets(args: argparse.Namespace, settings: Any) -> int:
+    """``aa --duets N`` / ``--duets-from DIR``: the duet calibration, written and summarised."""
+    import statistics
+
+    from rlpace.bench.base_revision import repository_root
+    from rlpace.bench.calibration import duet_calibration_from_runs, duet_calibration_path
+    from rlpace.bench.controls import CONTROL_IMPL
+    from rlpace.bench.errors import BenchInputError
+    from rlpace.bench.judge import Judge
+    from rlpace.bench.pipeline import run_interleaved
+    from rlpace.bench.results import load_results, merge_runs
+    from rlpace.bench.runner import TIMER_VARIABLE
+
+    if args.repeats < 2:
+        raise BenchInputError(
+            f"--repeats: expected the pairs a pr run judges (an integer >= 2), got "
+            f"{args.repeats}; fix: e.g. --repeats 4"
+        )
+    repo = repository_root(Path.cwd())
+    if args.duets_from is not None:
+        runs_dir = Path(args.duets_from)
+    else:
+        if args.duets < 3:
+            raise BenchInputError(
+                f"--duets: expected three or more A/A duets, got {args.duets}; fix: e.g. "
+                "--duets 16 (about a minute each on 2 cores)"
+            )
+        runs_dir = repo / "build" / "rlpace-bench" / "aa" / f"{args.set_name}-duets"
+        python = Path(sys.executable)
+        # this tree's lib first on both sides, the suite told to time the wall-clock cases
+        path = os.pathsep.join(p for p in (str(repo / "lib"), os.environ.get("PYTHONPATH")) if p)
+        env = {"PYTHONPATH": path, TIMER_VARIABLE: "wall"}
+        print(f"running {args.duets} A/A duets of the {args.set_name} set's wall-clock cases")
+        run_interleaved(
+            set_name=args.set_name,
+            sides={"base": (repo, python), "head": (repo, python)},
+            runs_dir=runs_dir,
+            repeats=args.duets,
+            settings=settings,
+            keyword=args.keyword,
+            environ={"base": env, "head": env},
+            on_run=lambda k, side, _: print(f"  duet {k + 1}: {side} done", flush=True),
+            duet=True,
+        )
+    heads, bases = _duet_files(runs_dir)
+    first = load_results(heads[0])
+    family = sum(1 for impl in first["impl"] if impl != CONTROL_IMPL) or len(first)
+
+    def judge_fold(head_files, base_files, prior) -> bool:
+        judge = Judge.from_calibration(
+            None, duets=prior, threshold=args.threshold, alpha=args.alpha, paired=True
+        )
+        head = merge_runs([load_results(p) for p in head_files])
+        base = merge_runs([load_results(p) for p in base_files])
+        return bool(judge.flagged(judge.judge(head, base)))
+
+    calibration = duet_calibration_from_runs(
+        heads,
+        bases,
+        set_name=args.set_name,
+        repeats=args.repeats,
+        alpha=args.alpha,
+        family_size=family,
+        judge_fold=judge_fold,
+    )
+    out_dir = Path(args.out_dir)
+    out_dir = out_dir if out_dir.is_absolute() else repo / out_dir
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = duet_calibration_path(out_dir, args.set_name)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(calibration.to_dict(), indent=1) + "\n", encoding="utf-8")
+    tmp.replace(path)
+    tested = set(first.loc[first["impl"] != CONTROL_IMPL, "fullname"])
+    judged = [n for n in calibration.spreads if n in tested]
+    spreads = [calibration.spreads[n][0] for n in judged]
+    detect = [calibration.detectable_pct(n) for n in judged]
+    print(f"wrote {path}: {calibration.pairs} A/A duets, {len(calibration.spreads)} benchmarks")
+    if spreads:
+        print(
+            f"pair spread of the {len(judged)} rows pr judges: median "
+            f"{statistics.median(spreads):.1f}% (max {max(spreads):.1f}%); detectable at 90% "
+            f"power with {args.repeats} pairs: median {statistics.median(detect):.1f}%, "
+            f"{sum(d <= 10 for d in detect)} of {len(detect)} at 10% or less"
+        )
+    print(
+        f"held-out folds of {args.repeats} pairs (prior from the other pairs, no "
+        f"confirmation) that flagged anything: {calibration.held_out_alarms} of "
+        f"{calibration.held_out_runs}"
+    )
+    return 0
+
+
+def _duet_files(runs_dir: Path) -> tuple[list[Path], list[Path]]:
+    """``head-<k>.json`` and ``base-<k>.json`` of ``runs_dir`` in ``k`` order, paired."""
+    from rlpace.bench.errors import BenchInputError
+
+    def numbered(side: str) -> dict[int, Path]:
+        out = {}
+        for path in runs_dir.glob(f"{side}-*.json"):
+            tail = path.stem.split("-", 1)[1]
+            if tail.isdigit():
+                out[int(tail)] = path
+        return out
+
+    heads, bases = numbered("head"), numbered("base")
+    pairs = sorted(set(heads) & set(bases))
+    if len(pairs) < 3:
+        raise BenchInputError(
+            f"{runs_dir}: expected three or more duets as head-<k>.json and base-<k>.json, "
+            f"found {len(pairs)}. Fix: pass the runs directory of `aa --duets` (under "
+            "build/rlpace-bench/aa/) or run `rlpace-bench aa --duets 16`"
+        )
+    return [heads[k] for k in pairs], [bases[k] for k in pairs]

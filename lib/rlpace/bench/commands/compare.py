@@ -24,7 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TextIO
 
-from rlpace.bench.calibration import read_calibration
+from rlpace.bench.calibration import read_calibration, read_duet_calibration
 from rlpace.bench.compare import SINGLE_RUN_NOISE, Comparison
 from rlpace.bench.environment import require_compatible_runs
 from rlpace.bench.errors import BenchInputError
@@ -100,6 +100,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the runs were duets (head run k and base run k at the same time, one per "
         "core; give both sides' files in the same order): judge each benchmark pair by "
         "pair, as `pr` judges its wall-clock cases when the count tier is on",
+    )
+    parser.add_argument(
+        "--duets",
+        help="duet calibration from `rlpace-bench aa --duets N` (as `pr --duets`; with "
+        "--paired): each benchmark's pairs are weighed with its pairs' spread in those A/A "
+        "duets, as pr weighs them",
     )
     parser.add_argument("-k", dest="name_filter", help="only benchmarks whose name contains this")
     parser.add_argument(
@@ -214,6 +220,7 @@ def compare_files(
     single_run_noise: float = SINGLE_RUN_NOISE,
     paired: bool = False,
     calibration: Path | None = None,
+    duets: Path | None = None,
     name_filter: str | None = None,
     only_changed: bool = False,
     sort: str | None = None,
@@ -230,7 +237,8 @@ def compare_files(
     ``fail_on_regression`` and something worsened or head lost benchmarks).
 
     The verdicts come from the same :class:`~rlpace.bench.judge.Judge` ``pr`` uses
-    (threshold, alpha, ``calibration``, the negative-control floor), so the files
+    (threshold, alpha, ``calibration``, with ``paired`` the ``duets`` calibration's
+    pair spreads, the negative-control floor), so the files
     ``pr`` ran give the verdicts ``pr``'s first comparison gave; several files a side
     are merged as ``pr`` merges its repeats. (``pr`` then confirms its flags on fresh
     runs, which two files cannot do.)
@@ -260,9 +268,17 @@ def compare_files(
         )
         for diff in differences:
             print(f"rlpace-bench: warning: environments differ: {diff}", file=sys.stderr)
+    if duets is not None and not paired:
+        raise BenchInputError(
+            "--duets: expected duet runs judged pair by pair, got files without --paired; "
+            "fix: add --paired (the files must be duets, as pr's wall-clock runs are) or "
+            "drop --duets"
+        )
     judge = Judge.from_calibration(
         read_calibration(Path(calibration)) if calibration is not None else None,
         source=str(calibration or ""),
+        duets=read_duet_calibration(Path(duets)) if duets is not None else None,
+        duets_source=str(duets or ""),
         threshold=threshold,
         alpha=alpha,
         single_run_noise=single_run_noise,
@@ -335,6 +351,7 @@ def main(args: argparse.Namespace) -> int:
         single_run_noise=args.single_run_noise / 100,
         paired=args.paired,
         calibration=Path(args.calibration) if args.calibration else None,
+        duets=Path(args.duets) if args.duets else None,
         name_filter=args.name_filter,
         only_changed=args.only_changed,
         sort=args.sort,

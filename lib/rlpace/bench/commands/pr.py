@@ -63,6 +63,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "when it exists)",
     )
     parser.add_argument(
+        "--duets",
+        default=None,
+        help="duet calibration from `rlpace-bench aa --duets N`: the pair spreads the "
+        "wall-clock cases' paired tests borrow (default: reports/calibration/<set>-duets.json "
+        "when it exists)",
+    )
+    parser.add_argument(
         "--base-env",
         choices=("auto", "overlay", "full", "current"),
         default="auto",
@@ -102,6 +109,7 @@ def main(args: argparse.Namespace) -> int:
         threshold=args.threshold,
         alpha=args.alpha,
         noise_file=Path(args.noise) if args.noise else None,
+        duets_file=Path(args.duets) if args.duets else None,
         base_env=args.base_env,
         cache_dir=Path(args.cache_dir) if args.cache_dir else None,
         settings=settings,

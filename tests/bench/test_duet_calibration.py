@@ -1,0 +1,196 @@
+"""The duet calibration: per-benchmark pair spreads from A/A duets, the prior of pr's
+paired tests (``rlpace-bench aa --duets``, ``compare --paired --duets``)."""
+
+import json
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from rlpace.bench.calibration import (
+    DuetCalibration,
+    duet_calibration_from_runs,
+    machine_environment,
+    read_duet_calibration,
+)
+from rlpace.bench.cli import main
+from rlpace.bench.compare import Verdict
+from rlpace.bench.environment import collect_environment
+from rlpace.bench.errors import BenchInputError
+from rlpace.bench.judge import Judge
+from rlpace.bench.pipeline import PipelineConfig, pr_judge
+from rlpace.bench.results import load_results, merge_runs
+
+FLAGGED = {Verdict.IMPROVED, Verdict.WORSENED}
+META = collect_environment(repo=None)
+
+
+def _write_duets(out, rng, spreads, pairs, *, shift=None, load=0.15, meta=META):
+    """``pairs`` duets as ``head-<k>.json`` / ``base-<k>.json`` in ``out``: pair ``k``
+    met a load both sides share (lognormal, ``load``); each run of benchmark ``n`` its
+    own process noise, so that its pairs' log ratios spread ``spreads[n]`` %;
+    ``shift[n]`` slows head's side. Benchmarks named ``torchrl-*`` are controls."""
+    shift = shift or {}
+    out.mkdir(parents=True, exist_ok=True)
+    heads, bases = [], []
+    for k in range(pairs):
+        common = rng.lognormal(0, load)
+        for side, files in (("base", bases), ("head", heads)):
+            benchmarks = []
+            for name, spread in spreads.items():
+                own = spread / 100 / math.sqrt(2)
+                center = 1e-3 * common * rng.lognormal(0, own)
+                if side == "head":
+                    center *= 1 + shift.get(name, 0.0)
+                data = (center * rng.lognormal(0, 0.01, 20)).tolist()
+                benchmarks.append(
+                    {
+                        "name": f"test_x[{name}]",
+                        "fullname": f"t.py::test_x[{name}]",
+                        "params": {"impl": name.split("-")[0]},
+                        "extra_info": {},
+                        "stats": {"data": data},
+                    }
+                )
+            doc = {
+                "version": "5.1.0",
+                "datetime": "2026-12-02T06:00:00",
+                "machine_info": {"node": "box", "rlpace": dict(meta)},
+                "benchmarks": benchmarks,
+            }
+            path = out / f"{side}-{k}.json"
+            path.write_text(json.dumps(doc), encoding="utf-8")
+            files.append(path)
+    return heads, bases
+
+
+QUIET = {f"rlpace-q{i}": 2.0 for i in range(6)}
+NOISY = {f"rlpace-n{i}": 16.0 for i in range(6)}
+CONTROLS = {f"torchrl-c{i}": 4.0 for i in range(3)}
+
+
+def _judged(heads, bases, **judge):
+    head = merge_runs([load_results(p) for p in heads])
+    base = merge_runs([load_results(p) for p in bases])
+    return Judge(paired=True, **judge).judge(head, base)
+
+
+def test_a_pool_measures_each_benchmarks_pair_spread_and_reads_back(tmp_path):
+    rng = np.random.default_rng(1)
+    heads, bases = _write_duets(tmp_path / "pool", rng, {**QUIET, **NOISY}, 16)
+    cal = duet_calibration_from_runs(heads, bases, repeats=4)
+    assert (
+        cal.pairs == 16
+        and cal.environment == machine_environment({"rlpace": META})
+        and cal.created.startswith("2026-12-02")
+    )
+    quiet = [cal.spreads[f"t.py::test_x[{n}]"][0] for n in QUIET]
+    noisy = [cal.spreads[f"t.py::test_x[{n}]"][0] for n in NOISY]
+    assert all(1.0 < s < 3.5 for s in quiet) and all(9 < s < 26 for s in noisy)
+    # the shared load cancelled: a single side's runs spread ~15 %, the pairs 2 %
+    assert max(quiet) < 4
+    path = tmp_path / "cpu-duets.json"
+    path.write_text(json.dumps(cal.to_dict()))
+    assert read_duet_calibration(path) == cal
+    priors = cal.paired_priors()
+    assert priors["t.py::test_x[rlpace-q0]"][1] == 15
+
+
+def test_pool_priors_let_four_pairs_see_a_change_the_run_alone_cannot(tmp_path):
+    """A 6 % slow-down of a quiet benchmark: its four pairs alone, with a prior fitted
+    over quiet and noisy benchmarks alike, leave it a gate too wide; the spread of its
+    pairs in 16 A/A duets lends it the degrees of freedom to flag it, and nothing else."""
+    spreads = {**QUIET, **NOISY, **CONTROLS}
+    rng = np.random.default_rng(4)
+    pool = duet_calibration_from_runs(*_write_duets(tmp_path / "pool", rng, spreads, 16))
+    heads, bases = _write_duets(tmp_path / "pr", rng, spreads, 4, shift={"rlpace-q0": 0.06})
+    alone = {r.name: r for r in _judged(heads, bases).rows}
+    lent = {r.name: r for r in _judged(heads, bases, paired_priors=pool.paired_priors()).rows}
+    target = "test_x[rlpace-q0]"
+    assert alone[target].verdict is Verdict.UNCHANGED
+    assert lent[target].verdict is Verdict.WORSENED and lent[target].method == "paired"
+    assert {n for n, r in lent.items() if r.verdict in FLAGGED} == {target}
+    assert lent[target].noise_pct < alone[target].noise_pct / 1.5
+
+
+def test_with_pool_priors_aa_duets_flag_nothing_across_seeds(tmp_path):
+    spreads = {**QUIET, **NOISY, **CONTROLS}
+    rng = np.random.default_rng(9)
+    pool = duet_calibration_from_runs(*_write_duets(tmp_path / "pool", rng, spreads, 16))
+    for seed in range(12):
+        rng = np.random.default_rng(100 + seed)
+        heads, bases = _write_duets(tmp_path / f"aa{seed}", rng, spreads, 4)
+        out = _judged(heads, bases, paired_priors=pool.paired_priors())
+        assert not [r.name for r in out.rows if r.verdict in FLAGGED], seed
+
+
+def test_aa_duets_from_writes_the_file_that_compare_and_pr_judge_alike(tmp_path, capsys):
+    spreads = {**QUIET, **NOISY, **CONTROLS}
+    rng = np.random.default_rng(5)
+    _write_duets(tmp_path / "pool", rng, spreads, 16)
+    out = tmp_path / "cal"
+    assert main(["aa", "--duets-from", str(tmp_path / "pool"), "--out-dir", str(out)]) == 0
+    said = capsys.readouterr().out
+    cal = read_duet_calibration(out / "cpu-duets.json")
+    assert cal.pairs == 16 and cal.family_size == 12 and cal.repeats == 4
+    assert cal.held_out_runs == 4 and 0 <= cal.held_out_alarms <= cal.held_out_runs
+    assert "16 A/A duets, 15 benchmarks" in said and "held-out folds of 4 pairs" in said
+    # a PR run of four duets with a real 6 % change, judged by compare and by pr's judge
+    heads, bases = _write_duets(tmp_path / "pr", rng, spreads, 4, shift={"rlpace-q1": 0.06})
+    report = tmp_path / "compare.json"
+    args = ["compare", "--paired", "--duets", str(out / "cpu-duets.json"), "--json", str(report)]
+    args += ["-o", str(tmp_path / "r.md"), "--head", *map(str, heads), "--base", *map(str, bases)]
+    assert main(args) == 0
+    by_compare = {r["fullname"]: r["verdict"] for r in json.loads(report.read_text())["rows"]}
+    judge = pr_judge(PipelineConfig(), None, duets_file=out / "cpu-duets.json")
+    judge = replace(judge, paired=True)
+    head = merge_runs([load_results(p) for p in heads])
+    by_pr = {r.fullname: r.verdict.value for r in judge.judge(head, merge_runs(
+        [load_results(p) for p in bases])).rows}  # fmt: skip
+    assert by_compare == by_pr and by_pr["t.py::test_x[rlpace-q1]"] == "worsened"
+    comment = (tmp_path / "r.md").read_text()
+    assert "weighed with the spread of its pairs in 16 A/A duets" in comment
+    assert "another machine" not in comment
+
+
+def test_a_pool_from_another_machine_is_named_in_the_comment(tmp_path):
+    spreads = {**QUIET, **CONTROLS}
+    rng = np.random.default_rng(6)
+    pool = duet_calibration_from_runs(
+        *_write_duets(tmp_path / "pool", rng, spreads, 8, meta={**META, "cpu_count": 64})
+    )
+    heads, bases = _write_duets(tmp_path / "pr", rng, spreads, 4)
+    head = merge_runs([load_results(p) for p in heads])
+    base = merge_runs([load_results(p) for p in bases])
+    judge = Judge.from_calibration(None, duets=pool, duets_source="cpu-duets.json", paired=True)
+    note = judge.judge(head, base).duet_calibration
+    assert (
+        note["mismatch"] == {"cpu_count": [64, META["cpu_count"]]}
+        and note["source"] == "cpu-duets.json"
+    )
+
+
+def test_bad_duet_calibrations_and_options_are_refused_with_a_fix(tmp_path, capsys):
+    sequential = tmp_path / "cpu.json"
+    sequential.write_text(json.dumps({"format": "rlpace-bench-calibration", "version": 2}))
+    with pytest.raises(BenchInputError, match="expected a duet calibration .* Fix: rerun"):
+        read_duet_calibration(sequential)
+    broken = DuetCalibration("cpu", 8, {"a": (3.0, 8)}).to_dict()
+    broken["benchmarks"]["a"]["pairs"] = "many"
+    (tmp_path / "broken.json").write_text(json.dumps(broken))
+    with pytest.raises(BenchInputError, match="broken field"):
+        read_duet_calibration(tmp_path / "broken.json")
+    (tmp_path / "text.json").write_text("not json")
+    with pytest.raises(BenchInputError, match="expected JSON"):
+        read_duet_calibration(tmp_path / "text.json")
+    # the CLI: exit 2 and the reason, never a traceback
+    heads, bases = _write_duets(tmp_path / "pr", np.random.default_rng(1), QUIET, 2)
+    args = ["compare", "--duets", str(sequential), "--head", str(heads[0]), "--base", str(bases[0])]
+    assert main(args) == 2
+    assert "--duets: expected duet runs judged pair by pair" in capsys.readouterr().err
+    assert main(["aa", "--duets-from", str(tmp_path / "pr")]) == 2
+    err = capsys.readouterr().err
+    assert "expected three or more duets" in err and "found 2" in err
+    assert main(["aa", "--duets", "2"]) == 2
+    assert "expected three or more A/A duets" in capsys.readouterr().err
