@@ -437,6 +437,27 @@ def test_with_counts_on_wall_clock_cases_run_as_duets_judged_pair_by_pair(
             assert compared[name][key] == row[key], (name, key)
 
 
+def test_aa_duets_runs_a_pool_of_duets_and_writes_the_duet_calibration(
+    tiny_repo, monkeypatch, capsys
+):
+    """``aa --duets 3``: three A/A duets of the wall-clock cases, the file pr reads."""
+    from rlpace.bench.calibration import read_duet_calibration
+
+    monkeypatch.chdir(tiny_repo)
+    out = tiny_repo / "reports" / "aa"
+    assert cli_main(["aa", "--duets", "3", "--max-time", "0.02", "--out-dir", str(out)]) == 0
+    said = capsys.readouterr().out
+    cal = read_duet_calibration(out / "cpu-duets.json")
+    assert cal.pairs == 3 and "running 3 A/A duets" in said
+    names = {n.split("::")[-1] for n in cal.spreads}
+    assert {"test_steady", "test_touched"} <= names
+    assert all(spread >= 0 and pairs == 3 for spread, pairs in cal.spreads.values())
+    runs = tiny_repo / "build" / "rlpace-bench" / "aa" / "cpu-duets"
+    assert sorted(p.name for p in runs.glob("*.json")) == sorted(
+        f"{side}-{k}.json" for side in ("base", "head") for k in range(3)
+    )
+
+
 def test_pr_command_bad_input_exits_2_and_says_why(tiny_repo, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tiny_repo)
     assert cli_main(["pr", "--sets", "cpu,tpu"]) == 2

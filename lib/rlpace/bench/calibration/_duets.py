@@ -91,6 +91,9 @@ class DuetCalibration:
     """Benchmarks a ``pr`` run judges pair by pair together (Bonferroni; 0: those here)."""
     alpha: float = 0.05
     """Family error rate the detectable changes and the held-out check were judged at."""
+    threshold: float = 5.0
+    """The effect threshold (%) of the held-out check and the detectable changes: a
+    slow-down must also take this share off the throughput to be flagged."""
     held_out_alarms: int = 0
     """Held-out folds (``repeats`` pairs each, judged with a prior from the other
     pairs) that flagged any benchmark."""
@@ -120,7 +123,8 @@ class DuetCalibration:
     ) -> float:
         """The slow-down in % of time a ``pr`` run of ``pairs`` duets (default
         :attr:`repeats`) detects with ``power``, judged with this prior alone (its own
-        pairs' spread moves it either way). NaN without a prior.
+        pairs' spread moves it either way): the measured change must clear both the
+        paired test's gate and :attr:`threshold`. NaN without a prior.
 
         Example:
             >>> cal = DuetCalibration("cpu", 20, {"a": (6.7, 20)}, repeats=4, family_size=23)
@@ -135,7 +139,10 @@ class DuetCalibration:
         m = self.family_size or len(self.spreads)
         t_alpha = float(_sp.t.ppf(1 - self.alpha / (2 * max(m, 1)), df))
         t_power = float(_sp.t.ppf(power, df))
-        return math.expm1((t_alpha + t_power) * math.sqrt(variance / n)) * 100
+        se = math.sqrt(variance / n)
+        # a slow-down is flagged when it takes more than `threshold` % off the throughput
+        beyond = max(t_alpha * se, -math.log1p(-min(self.threshold, 99.0) / 100))
+        return math.expm1(beyond + t_power * se) * 100
 
     def mismatch(self, machine_info: Mapping[str, Any] | None) -> dict[str, tuple[Any, Any]]:
         """``key → (pool's, this run's)`` for each machine property that differs.
@@ -178,6 +185,7 @@ class DuetCalibration:
             "repeats": self.repeats,
             "family_size": self.family_size,
             "alpha": self.alpha,
+            "threshold": self.threshold,
             "held_out_alarms": self.held_out_alarms,
             "held_out_runs": self.held_out_runs,
             "held_out_bound": _finite_or_none(
@@ -223,6 +231,7 @@ class DuetCalibration:
                 repeats=int(data["repeats"]),
                 family_size=int(data["family_size"]),
                 alpha=float(data["alpha"]),
+                threshold=float(data["threshold"]),
                 held_out_alarms=int(data["held_out_alarms"]),
                 held_out_runs=int(data["held_out_runs"]),
                 environment=dict(data.get("environment") or {}),
@@ -266,6 +275,7 @@ def duet_calibration_from_runs(
     set_name: str = "cpu",
     repeats: int = 4,
     alpha: float = 0.05,
+    threshold: float = 5.0,
     family_size: int = 0,
     judge_fold: Callable[[Sequence[Path], Sequence[Path], DuetCalibration], bool] | None = None,
 ) -> DuetCalibration:
@@ -279,6 +289,7 @@ def duet_calibration_from_runs(
         repeats: pairs a ``pr`` run judges; the pool is also cut into folds of this
             many pairs for the held-out check.
         alpha: the family error rate of the held-out check and the detectable changes.
+        threshold: the effect threshold (%) they were judged with.
         family_size: the benchmarks a ``pr`` run judges pair by pair together (the
             rows that can be flagged; 0: every benchmark of the pool).
         judge_fold: ``(head files, base files, prior) → flagged anything?``: judges one
@@ -325,6 +336,7 @@ def duet_calibration_from_runs(
         repeats=repeats,
         family_size=family_size,
         alpha=alpha,
+        threshold=threshold,
         environment=environment,
         created=created,
     )
@@ -339,7 +351,7 @@ def duet_calibration_from_runs(
             break
         prior = duet_calibration_from_runs(
             rest_h, rest_b, set_name=set_name, repeats=repeats, alpha=alpha,
-            family_size=family_size,
+            threshold=threshold, family_size=family_size,
         )  # fmt: skip
         folds += 1
         alarms += bool(

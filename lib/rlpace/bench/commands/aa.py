@@ -190,6 +190,7 @@ def _duets(args: argparse.Namespace, settings: Any) -> int:
         set_name=args.set_name,
         repeats=args.repeats,
         alpha=args.alpha,
+        threshold=args.threshold,
         family_size=family,
         judge_fold=judge_fold,
     )
