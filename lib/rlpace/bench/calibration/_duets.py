@@ -28,7 +28,6 @@ Example:
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -38,7 +37,11 @@ from typing import Any
 import numpy as np
 import scipy.stats as _sp
 
-from rlpace.bench.calibration._records import ENVIRONMENT_KEYS, machine_environment
+from rlpace.bench.calibration._records import (
+    ENVIRONMENT_KEYS,
+    load_json_file,
+    machine_environment,
+)
 from rlpace.bench.errors import BenchInputError
 from rlpace.bench.gates import DETECTION_POWER
 from rlpace.bench.stats import binomial_upper_bound
@@ -256,15 +259,11 @@ def read_duet_calibration(path: Path) -> DuetCalibration:
         ...
         rlpace.bench.errors.BenchInputError: missing.json: expected a duet calibration from `rlpace-bench aa --duets`, found no file. Fix: run `rlpace-bench aa --duets 16`, or drop --duets
     """
-    if not path.is_file():
-        raise BenchInputError(
-            f"{path}: expected a duet calibration from `rlpace-bench aa --duets`, found no "
-            "file. Fix: run `rlpace-bench aa --duets 16`, or drop --duets"
-        )
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise BenchInputError(f"{path}: expected JSON, got a parse error: {exc}") from None
+    data = load_json_file(
+        path,
+        "a duet calibration from `rlpace-bench aa --duets`",
+        "run `rlpace-bench aa --duets 16`, or drop --duets",
+    )
     return DuetCalibration.from_dict(data, source=str(path))
 
 

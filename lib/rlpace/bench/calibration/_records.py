@@ -495,16 +495,30 @@ def read_calibration(path: Path) -> Calibration:
         ...
         rlpace.bench.errors.BenchInputError: missing.json: expected a calibration file from `rlpace-bench aa`, found no file. Fix: run `rlpace-bench aa`, or drop --noise (pr) or --calibration (compare)
     """
-    if not path.is_file():
-        raise BenchInputError(
-            f"{path}: expected a calibration file from `rlpace-bench aa`, found no file. "
-            "Fix: run `rlpace-bench aa`, or drop --noise (pr) or --calibration (compare)"
-        )
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise BenchInputError(f"{path}: expected JSON, got a parse error: {exc}") from None
+    data = load_json_file(
+        path,
+        "a calibration file from `rlpace-bench aa`",
+        "run `rlpace-bench aa`, or drop --noise (pr) or --calibration (compare)",
+    )
     return Calibration.from_dict(data, source=str(path))
+
+
+def load_json_file(path: Path, expected: str, fix: str) -> Any:
+    """The JSON document in ``path``; a missing file or broken JSON is a
+    :class:`~rlpace.bench.errors.BenchInputError` naming ``expected`` and the ``fix``.
+
+    Example:
+        >>> load_json_file(Path("missing.json"), "a record", "write one")
+        Traceback (most recent call last):
+        ...
+        rlpace.bench.errors.BenchInputError: missing.json: expected a record, found no file. Fix: write one
+    """
+    if not path.is_file():
+        raise BenchInputError(f"{path}: expected {expected}, found no file. Fix: {fix}")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise BenchInputError(f"{path}: expected JSON, got a parse error: {exc}") from None
 
 
 ENVIRONMENT_KEYS = ("cpu", "cpu_count", "python", "torch")
