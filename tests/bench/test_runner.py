@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -388,3 +389,69 @@ def test_every_interleaved_schedule_is_one_abba_order():
     assert abba_schedule({"clean": 4, "slow": 2}, ("clean", "slow")) == [
         (0, "clean"), (0, "slow"), (1, "slow"), (1, "clean"), (2, "clean"), (3, "clean"),
     ]  # fmt: skip
+
+
+STUCK = """
+import time
+
+from rlpace.bench.suite import case
+
+
+@case()
+def test_stuck():
+    time.sleep(120)  # a run still going when its driver is killed
+    return lambda: None
+"""
+
+
+def _suite_runs(marker: str) -> list[int]:
+    """Pids of processes whose command line names ``marker`` and runs pytest."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        try:
+            cmd = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"-m\0pytest\0" in cmd and marker.encode() in cmd and entry.name.isdigit():
+            pids.append(int(entry.name))
+    return pids
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_killed_driver_leaves_no_suite_run_behind_even_mid_duet(tmp_path):
+    """SIGKILL ``pr``'s process in the middle of a duet: both runs (started from threads)
+    stop with it instead of loading the cores of whatever runs next."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    root = tmp_path / "stuck-tree"
+    bench = root / "tests" / "benchmarks"
+    bench.mkdir(parents=True)
+    shutil.copy(ROOT / "tests" / "benchmarks" / "conftest.py", bench / "conftest.py")
+    (bench / "test_stuck.py").write_text(STUCK)
+    driver = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys; from pathlib import Path; "
+         "from rlpace.bench.pipeline import run_interleaved; "
+         "from rlpace.bench.runner import RunSettings; "
+         "tree = (Path(sys.argv[1]), Path(sys.executable)); "
+         "run_interleaved(set_name='cpu', sides={'base': tree, 'head': tree}, "
+         "runs_dir=Path(sys.argv[2]), repeats=1, settings=RunSettings(), duet=True)",
+         str(root), str(tmp_path / "runs")],
+    )  # fmt: skip
+    marker = str(tmp_path / "runs")  # in each run's --benchmark-json
+    deadline = time.monotonic() + 60
+    while len(_suite_runs(marker)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert len(_suite_runs(marker)) == 2, "the duet's two runs never started"
+    os.kill(driver.pid, signal.SIGKILL)
+    driver.wait()
+    deadline = time.monotonic() + 20
+    while _suite_runs(marker) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = _suite_runs(marker)
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert not left, "suite runs went on after their driver was killed"

@@ -210,9 +210,23 @@ def pytest_args(
     return args
 
 
-_PINNED = "import os, sys; os.sched_setaffinity(0, {int(sys.argv[1])}); os.execv(sys.argv[2], sys.argv[2:])"
-"""A launcher that pins itself to one CPU and becomes the given command (children inherit
-the affinity); no ``preexec_fn``, which is unsafe when a duet starts runs from threads."""
+_LAUNCHER = """
+import ctypes, os, signal, sys
+parent, cpu, command = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
+if sys.platform.startswith("linux"):
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG: stop when the driver dies
+    if os.getppid() != parent:  # it died before that took hold
+        sys.exit(143)
+if cpu != "-":
+    os.sched_setaffinity(0, {int(cpu)})
+os.execvp(command[0], command)
+"""
+"""A launcher for every suite run: it asks the kernel to SIGTERM it when the process
+that started it dies (``PR_SET_PDEATHSIG``, kept across ``exec``; Linux), pins itself to
+one CPU when given one (children inherit the affinity), and becomes the pytest
+command. A killed ``pr`` then leaves no run behind to load the cores of the next one.
+No ``preexec_fn``, which is unsafe when a duet starts runs from threads."""
 
 
 def suite_present(tree: Path | str) -> bool:
@@ -325,9 +339,8 @@ def run(
         keyword=keyword,
         paths=tuple(select) or (str(SUITE_DIR),),
     )
-    command = [python, "-m", "pytest", *args]
-    if cpu is not None:
-        command = [python, "-c", _PINNED, str(cpu), *command]
+    command = [python, "-c", _LAUNCHER, str(os.getpid()), "-" if cpu is None else str(cpu)]
+    command += [python, "-m", "pytest", *args]
     proc = subprocess.run(
         command,
         cwd=root,
