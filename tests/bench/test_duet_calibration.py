@@ -134,8 +134,10 @@ def test_aa_duets_from_writes_the_file_that_compare_and_pr_judge_alike(tmp_path,
     said = capsys.readouterr().out
     cal = read_duet_calibration(out / "cpu-duets.json")
     assert cal.pairs == 16 and cal.family_size == 12 and cal.repeats == 4
-    assert cal.held_out_runs == 4 and 0 <= cal.held_out_alarms <= cal.held_out_runs
-    assert "16 A/A duets, 15 benchmarks" in said and "held-out folds of 4 pairs" in said
+    # held out: 200 random splits judged as pr runs them, the prior from the other pairs
+    assert cal.held_out_runs == 200
+    assert 0 <= cal.held_out_alarms <= cal.held_out_alarms_first <= 200 * 0.1
+    assert "16 A/A duets, 15 benchmarks" in said and "200 random splits" in said
     # a PR run of four duets with a real 6 % change, judged by compare and by pr's judge
     heads, bases = _write_duets(tmp_path / "pr", rng, spreads, 4, shift={"rlpace-q1": 0.06})
     report = tmp_path / "compare.json"
@@ -194,3 +196,29 @@ def test_bad_duet_calibrations_and_options_are_refused_with_a_fix(tmp_path, caps
     assert "expected three or more duets" in err and "found 2" in err
     assert main(["aa", "--duets", "2"]) == 2
     assert "expected three or more A/A duets" in capsys.readouterr().err
+
+
+def test_held_out_splits_never_show_the_judge_its_own_pairs(tmp_path):
+    """Each split: 4 pairs judged, 4 others for the confirmation, the prior from the
+    remaining 8 only; which side of a pair is head is drawn at random."""
+    heads, bases = _write_duets(tmp_path / "pool", np.random.default_rng(2), QUIET, 16)
+    pair_of = {p: k for k, p in enumerate(heads)} | {p: k for k, p in enumerate(bases)}
+    seen = []
+
+    def judge_split(split, prior):
+        (h, b), (again_h, again_b) = split
+        judged = {pair_of[p] for p in h} | {pair_of[p] for p in b}
+        again = {pair_of[p] for p in again_h} | {pair_of[p] for p in again_b}
+        assert len(judged) == len(again) == 4 and not judged & again
+        assert prior.pairs == 8 and all(n == 8 for _, n in prior.spreads.values())
+        assert all(pair_of[x] == pair_of[y] for x, y in zip(h, b))  # a pair stays a pair
+        seen.append(sum(p in bases for p in h))  # pairs whose base side plays head
+        return len(seen) % 10 == 0, len(seen) % 20 == 0
+
+    cal = duet_calibration_from_runs(heads, bases, judge_split=judge_split, splits=40, seed=3)
+    assert (cal.held_out_runs, cal.held_out_alarms_first, cal.held_out_alarms) == (40, 4, 2)
+    assert 0 < sum(seen) < 40 * 4  # sides were swapped, not always and not never
+    again = duet_calibration_from_runs(heads, bases, judge_split=judge_split, splits=40, seed=3)
+    assert again == cal  # seeded
+    small = duet_calibration_from_runs(heads[:10], bases[:10], judge_split=judge_split)
+    assert small.held_out_runs == 0  # 10 pairs cannot give 4 + 4 + a prior of 3

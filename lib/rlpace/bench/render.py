@@ -457,10 +457,10 @@ def paired_text(comparison: Comparison) -> str:
         Wall-clock benchmarks ran as 4 duets (base and head at the same time, a core each) and were judged pair by pair: the load both sides met cancels in each pair, and a change must beat the pairs' own spread.
         >>> print(paired_text(Comparison(rows=(), paired=4, duet_calibration={
         ...     "source": "reports/calibration/cpu-duets.json", "pairs": 16,
-        ...     "created": "2026-12-02", "held_out_alarms": 0, "held_out_runs": 4,
-        ...     "mismatch": {"cpu_count": [2, 16]}})).split(": the load")[1])
+        ...     "created": "2026-12-02", "held_out_alarms": 0, "held_out_alarms_first": 5,
+        ...     "held_out_runs": 200, "mismatch": {"cpu_count": [2, 16]}})).split(": the load")[1])
         ... # doctest: +NORMALIZE_WHITESPACE
-         both sides met cancels in each pair, and a change must beat the pairs' own spread, weighed with the spread of its pairs in 16 A/A duets (`reports/calibration/cpu-duets.json`, 2026-12-02; held-out folds of 4 pairs flagged anything in 0 of 4). ⚠️ Those duets ran on another machine (cpu_count: 2 there, 16 here): rerun `rlpace-bench aa --duets 16` here.
+         both sides met cancels in each pair, and a change must beat the pairs' own spread, weighed with the spread of its pairs in 16 A/A duets (`reports/calibration/cpu-duets.json`, 2026-12-02; judged as this run is, 200 held-out splits of them flagged anything in 0 after the confirmation, 5 before). ⚠️ Those duets ran on another machine (cpu_count: 2 there, 16 here): rerun `rlpace-bench aa --duets 16` here.
     """
     if not comparison.paired:
         return ""
@@ -476,8 +476,9 @@ def paired_text(comparison: Comparison) -> str:
     held = ""
     if pool.get("held_out_runs"):
         held = (
-            f"; held-out folds of {comparison.paired} pairs flagged anything in "
-            f"{pool.get('held_out_alarms', 0)} of {pool['held_out_runs']}"
+            f"; judged as this run is, {pool['held_out_runs']} held-out splits of them "
+            f"flagged anything in {pool.get('held_out_alarms', 0)} after the confirmation, "
+            f"{pool.get('held_out_alarms_first', 0)} before"
         )
     text += (
         f", weighed with the spread of its pairs in {pool['pairs']} A/A duets "

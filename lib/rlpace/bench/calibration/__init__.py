@@ -26,8 +26,8 @@ runs when the pool holds ``2 × repeats × runs`` of them, the default). From th
 ``rlpace-bench aa --duets N`` runs ``N`` A/A *duets* of the wall-clock cases instead
 (base and head at the same time, a core each, as ``pr`` times them) and writes a
 :class:`DuetCalibration` (``_duets``): per benchmark the spread of its pairs' log
-ratios, the prior of ``pr``'s paired tests, with a held-out check of folds judged by
-priors from the other pairs.
+ratios, the prior of ``pr``'s paired tests, with a held-out check of random splits
+judged as ``pr`` runs them, by priors from the other pairs.
 
 The package follows the data, one private module per step: ``_config`` (what to
 run, :class:`CalibrationConfig`), ``_pool`` (running the pool,

@@ -12,9 +12,9 @@ calibration's run spreads do (:meth:`rlpace.bench.judge.NoiseModel.priors`).
 
 :func:`duet_calibration_from_runs` builds one from the result files of a pool
 (``base-<k>.json`` / ``head-<k>.json`` as :func:`rlpace.bench.pipeline.run_interleaved`
-writes them); the pool is also split into folds of ``repeats`` pairs, each judged as
-``pr`` would judge it with a prior from the *other* pairs, so the file carries a
-held-out false-alarm count that was not fitted on its own runs.
+writes them). It also judges random splits of the pool as ``pr`` runs them (``repeats``
+pairs, a flag confirmed on ``repeats`` others) with a prior from the *remaining* pairs,
+so the file carries a held-out false-alarm count not fitted on the judged runs.
 
 Example:
     >>> cal = DuetCalibration("cpu", 12, {"t.py::a": (5.0, 12)}, repeats=4, family_size=1)
@@ -29,6 +29,7 @@ Example:
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -44,7 +45,6 @@ from rlpace.bench.calibration._records import (
 )
 from rlpace.bench.errors import BenchInputError
 from rlpace.bench.gates import DETECTION_POWER
-from rlpace.bench.stats import binomial_upper_bound
 
 __all__ = [
     "DUET_FORMAT",
@@ -98,10 +98,13 @@ class DuetCalibration:
     """The effect threshold (%) of the held-out check and the detectable changes: a
     slow-down must also take this share off the throughput to be flagged."""
     held_out_alarms: int = 0
-    """Held-out folds (``repeats`` pairs each, judged with a prior from the other
-    pairs) that flagged any benchmark."""
+    """Held-out splits of the pool (judged as ``pr`` judges, a prior from other pairs,
+    :func:`duet_calibration_from_runs`) that still flagged a benchmark after the
+    confirmation."""
+    held_out_alarms_first: int = 0
+    """The same splits that flagged any benchmark before the confirmation."""
     held_out_runs: int = 0
-    """Held-out folds judged."""
+    """Held-out splits judged (they share pairs: a guide, not independent runs)."""
     environment: Mapping[str, Any] = field(default_factory=dict)
     """The :data:`~rlpace.bench.calibration.ENVIRONMENT_KEYS` of the pool's machine."""
     created: str = ""
@@ -174,6 +177,7 @@ class DuetCalibration:
             "pairs": self.pairs,
             "created": self.created[:10],
             "held_out_alarms": self.held_out_alarms,
+            "held_out_alarms_first": self.held_out_alarms_first,
             "held_out_runs": self.held_out_runs,
             "mismatch": {k: list(v) for k, v in self.mismatch(machine_info).items()},
         }
@@ -190,10 +194,8 @@ class DuetCalibration:
             "alpha": self.alpha,
             "threshold": self.threshold,
             "held_out_alarms": self.held_out_alarms,
+            "held_out_alarms_first": self.held_out_alarms_first,
             "held_out_runs": self.held_out_runs,
-            "held_out_bound": _finite_or_none(
-                binomial_upper_bound(self.held_out_alarms, self.held_out_runs)
-            ),
             "environment": dict(self.environment),
             "created": self.created,
             "benchmarks": {
@@ -236,6 +238,7 @@ class DuetCalibration:
                 alpha=float(data["alpha"]),
                 threshold=float(data["threshold"]),
                 held_out_alarms=int(data["held_out_alarms"]),
+                held_out_alarms_first=int(data["held_out_alarms_first"]),
                 held_out_runs=int(data["held_out_runs"]),
                 environment=dict(data.get("environment") or {}),
                 created=str(data.get("created") or ""),
@@ -267,6 +270,10 @@ def read_duet_calibration(path: Path) -> DuetCalibration:
     return DuetCalibration.from_dict(data, source=str(path))
 
 
+Split = tuple[tuple[Sequence[Path], Sequence[Path]], tuple[Sequence[Path], Sequence[Path]]]
+"""``((head files, base files) judged, (head files, base files) of the confirmation)``."""
+
+
 def duet_calibration_from_runs(
     head_files: Sequence[Path],
     base_files: Sequence[Path],
@@ -276,25 +283,34 @@ def duet_calibration_from_runs(
     alpha: float = 0.05,
     threshold: float = 5.0,
     family_size: int = 0,
-    judge_fold: Callable[[Sequence[Path], Sequence[Path], DuetCalibration], bool] | None = None,
+    judge_split: Callable[[Split, DuetCalibration], tuple[bool, bool]] | None = None,
+    splits: int = 200,
+    seed: int = 0,
 ) -> DuetCalibration:
     """A duet calibration from an A/A pool's result files, pair ``k`` being
     ``(head_files[k], base_files[k])``.
+
+    The held-out check judges ``splits`` random splits of the pool as ``pr`` runs
+    them: ``repeats`` pairs judged, a flag re-judged on ``repeats`` other pairs (the
+    confirmation), with a calibration built from the remaining pairs only; which side
+    of a pair is "head" is drawn at random too. Splits share pairs, so they are not
+    independent A/A runs: the count is a guide, not a rate with a bound.
 
     Args:
         head_files: one result file per pair, the side called head.
         base_files: the other side, the same pairs in the same order.
         set_name: the set the pool ran.
-        repeats: pairs a ``pr`` run judges; the pool is also cut into folds of this
-            many pairs for the held-out check.
+        repeats: pairs a ``pr`` run judges (and its confirmation re-runs).
         alpha: the family error rate of the held-out check and the detectable changes.
         threshold: the effect threshold (%) they were judged with.
         family_size: the benchmarks a ``pr`` run judges pair by pair together (the
             rows that can be flagged; 0: every benchmark of the pool).
-        judge_fold: ``(head files, base files, prior) → flagged anything?``: judges one
-            fold the way ``pr`` does, with a calibration built from the other pairs
-            (the ``aa`` command passes a :class:`~rlpace.bench.judge.Judge`); None
-            skips the held-out check.
+        judge_split: ``(split, prior) → (flagged anything, still flagged after the
+            confirmation)``: judges one split the way ``pr`` does (the ``aa`` command
+            passes a :class:`~rlpace.bench.judge.Judge`); None skips the check, as does
+            a pool with fewer than ``2 × repeats + 3`` pairs.
+        splits: random splits judged.
+        seed: their seed.
 
     Raises:
         BenchInputError: the sides differ in length, or fewer than three pairs.
@@ -313,7 +329,7 @@ def duet_calibration_from_runs(
             f"duet), got {len(head_files)} head and {len(base_files)} base files. Fix: run "
             "more duets, e.g. `rlpace-bench aa --duets 16`"
         )
-    ratios: dict[str, list[float]] = {}
+    ratios: list[dict[str, float]] = []  # per pair, benchmark -> log(head / base)
     environment: dict[str, Any] = {}
     created = ""
     for h_path, b_path in zip(head_files, base_files, strict=True):
@@ -321,42 +337,54 @@ def duet_calibration_from_runs(
         environment = environment or machine_environment(head.attrs.get("machine_info") or {})
         created = created or str(head.attrs.get("datetime") or "")
         b_median = dict(zip(base["fullname"], base["median"], strict=True))
+        pair = {}
         for name, h in zip(head["fullname"], head["median"], strict=True):
             b = b_median.get(name)
             if b is not None and h > 0 and b > 0 and math.isfinite(h) and math.isfinite(b):
-                ratios.setdefault(name, []).append(math.log(h / b))
-    spreads = {
-        name: (float(np.std(r, ddof=1)) * 100, len(r)) for name, r in ratios.items() if len(r) >= 2
-    }
-    calibration = DuetCalibration(
-        set_name=set_name,
-        pairs=len(head_files),
-        spreads=spreads,
-        repeats=repeats,
-        family_size=family_size,
-        alpha=alpha,
-        threshold=threshold,
-        environment=environment,
-        created=created,
-    )
-    if judge_fold is None:
+                pair[name] = math.log(h / b)
+        ratios.append(pair)
+    settings = dict(
+        set_name=set_name, repeats=repeats, family_size=family_size, alpha=alpha,
+        threshold=threshold, environment=environment, created=created,
+    )  # fmt: skip
+    calibration = DuetCalibration(pairs=len(ratios), spreads=_spreads(ratios), **settings)
+    n = len(ratios)
+    if judge_split is None or n < 2 * repeats + MIN_POOL_PAIRS:
         return calibration
-    alarms = folds = 0
-    for start in range(0, len(head_files) - repeats + 1, repeats):
-        fold = range(start, start + repeats)
-        rest_h = [p for i, p in enumerate(head_files) if i not in fold]
-        rest_b = [p for i, p in enumerate(base_files) if i not in fold]
-        if len(rest_h) < MIN_POOL_PAIRS:
-            break
-        prior = duet_calibration_from_runs(
-            rest_h, rest_b, set_name=set_name, repeats=repeats, alpha=alpha,
-            threshold=threshold, family_size=family_size,
-        )  # fmt: skip
-        folds += 1
-        alarms += bool(
-            judge_fold([head_files[i] for i in fold], [base_files[i] for i in fold], prior)
+    rng = random.Random(seed)
+    first = alarms = 0
+    for _ in range(splits):
+        order = rng.sample(range(n), n)
+        judged, again, rest = order[:repeats], order[repeats : 2 * repeats], order[2 * repeats :]
+        # the prior from the rest; each pair's sides swapped or not (either is "head")
+        prior = DuetCalibration(
+            pairs=len(rest), spreads=_spreads([ratios[k] for k in rest]), **settings
         )
-    return replace(calibration, held_out_alarms=alarms, held_out_runs=folds)
+
+        def sides(keys: Sequence[int]) -> tuple[list[Path], list[Path]]:
+            swap = [rng.random() < 0.5 for _ in keys]
+            heads = [base_files[k] if s else head_files[k] for k, s in zip(keys, swap)]
+            bases = [head_files[k] if s else base_files[k] for k, s in zip(keys, swap)]
+            return heads, bases
+
+        flagged, confirmed = judge_split((sides(judged), sides(again)), prior)
+        first += bool(flagged)
+        alarms += bool(confirmed)
+    return replace(
+        calibration, held_out_alarms=alarms, held_out_alarms_first=first, held_out_runs=splits
+    )
+
+
+def _spreads(ratios: Sequence[Mapping[str, float]]) -> dict[str, tuple[float, int]]:
+    """Per benchmark, the standard deviation (× 100) of its pairs' log ratios and how
+    many pairs timed it (two or more)."""
+    by_name: dict[str, list[float]] = {}
+    for pair in ratios:
+        for name, value in pair.items():
+            by_name.setdefault(name, []).append(value)
+    return {
+        name: (float(np.std(r, ddof=1)) * 100, len(r)) for name, r in by_name.items() if len(r) >= 2
+    }
 
 
 def _num(value: Any) -> float:

@@ -12,6 +12,7 @@ Example:
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -176,13 +177,22 @@ def _duets(args: argparse.Namespace, settings: Any) -> int:
     first = load_results(heads[0])
     family = sum(1 for impl in first["impl"] if impl != CONTROL_IMPL) or len(first)
 
-    def judge_fold(head_files, base_files, prior) -> bool:
+    load = functools.lru_cache(maxsize=None)(load_results)
+
+    def judge_split(split, prior) -> tuple[bool, bool]:
         judge = Judge.from_calibration(
             None, duets=prior, threshold=args.threshold, alpha=args.alpha, paired=True
         )
-        head = merge_runs([load_results(p) for p in head_files])
-        base = merge_runs([load_results(p) for p in base_files])
-        return bool(judge.flagged(judge.judge(head, base)))
+        (heads, bases), (again_h, again_b) = split
+        first = judge.judge(
+            merge_runs([load(p) for p in heads]), merge_runs([load(p) for p in bases])
+        )
+        if not judge.flagged(first):
+            return False, False
+        again = judge.confirm(
+            first, merge_runs([load(p) for p in again_h]), merge_runs([load(p) for p in again_b])
+        )
+        return True, bool(judge.flagged(again))
 
     calibration = duet_calibration_from_runs(
         heads,
@@ -192,7 +202,8 @@ def _duets(args: argparse.Namespace, settings: Any) -> int:
         alpha=args.alpha,
         threshold=args.threshold,
         family_size=family,
-        judge_fold=judge_fold,
+        judge_split=judge_split,
+        seed=args.seed,
     )
     out_dir = Path(args.out_dir)
     out_dir = out_dir if out_dir.is_absolute() else repo / out_dir
@@ -214,9 +225,10 @@ def _duets(args: argparse.Namespace, settings: Any) -> int:
             f"{sum(d <= 10 for d in detect)} of {len(detect)} at 10% or less"
         )
     print(
-        f"held-out folds of {args.repeats} pairs (prior from the other pairs, no "
-        f"confirmation) that flagged anything: {calibration.held_out_alarms} of "
-        f"{calibration.held_out_runs}"
+        f"held out, {calibration.held_out_runs} random splits judged as pr runs them "
+        f"({args.repeats} pairs, a flag confirmed on {args.repeats} others, the prior from "
+        f"the remaining pairs; splits share pairs): {calibration.held_out_alarms_first} "
+        f"flagged anything, {calibration.held_out_alarms} after the confirmation"
     )
     return 0
 
