@@ -147,7 +147,8 @@ def _duets(args: argparse.Namespace, settings: Any) -> int:
             f"--repeats: expected the pairs a pr run judges (an integer >= 2), got "
             f"{args.repeats}; fix: e.g. --repeats 4"
         )
-    repo = repository_root(Path.cwd())
+    # earlier runs need no repository (a relative --out-dir is then under the cwd)
+    repo = Path.cwd() if args.duets_from is not None else repository_root(Path.cwd())
     if args.duets_from is not None:
         runs_dir = Path(args.duets_from)
     else:
@@ -184,13 +185,15 @@ def _duets(args: argparse.Namespace, settings: Any) -> int:
             None, duets=prior, threshold=args.threshold, alpha=args.alpha, paired=True
         )
         (heads, bases), (again_h, again_b) = split
-        first = judge.judge(
+        verdicts = judge.judge(
             merge_runs([load(p) for p in heads]), merge_runs([load(p) for p in bases])
         )
-        if not judge.flagged(first):
+        if not judge.flagged(verdicts):
             return False, False
         again = judge.confirm(
-            first, merge_runs([load(p) for p in again_h]), merge_runs([load(p) for p in again_b])
+            verdicts,
+            merge_runs([load(p) for p in again_h]),
+            merge_runs([load(p) for p in again_b]),
         )
         return True, bool(judge.flagged(again))
 
