@@ -227,7 +227,7 @@ def test_config_rejects_bad_input():
     assert quick.effective_repeats == 2 and quick.effective_keyword == "(rb) and not torchrl"
 
 
-def _checked_in_calibration(repo: Path) -> None:
+def _checked_in_calibration(repo: Path, touched_spread: float = 1.0, commit: bool = True) -> None:
     """A calibration as ``aa`` writes it, from a machine with 999 CPUs: the steady case
     wide (it drifts between processes under load), the touched one narrow."""
     from rlpace.bench.calibration import BenchmarkNoise, Calibration, write_calibration
@@ -241,11 +241,27 @@ def _checked_in_calibration(repo: Path) -> None:
 
     cal = Calibration(
         "cpu", 12, 2, 12, 5.0, 0.05, 0.05, 0.0, 1 / 12,
-        (noise("test_steady", 10.0), noise("test_touched", 1.0)),
+        (noise("test_steady", 10.0), noise("test_touched", touched_spread)),
         inject="test_=0.1", environment={"cpu_count": 999}, slow_pool=4,
         created="2026-11-30T15:00:00", confirm=2, false_alarm_rate_first=3 / 12,
     )  # fmt: skip
     write_calibration(cal, repo / "reports" / "calibration")
+    if commit:
+        _check_in_at_base(repo)
+
+
+def _check_in_at_base(repo: Path) -> None:
+    """Commit what ``reports/`` holds into the base commit (HEAD~1) and the head: pr
+    judges with the base's calibrations, whatever the head's working tree holds."""
+    head = _git(repo, "rev-parse", "HEAD")
+    _git(repo, "stash", "-q", "--include-untracked")
+    _git(repo, "checkout", "-q", "HEAD~1")
+    _git(repo, "stash", "pop", "-q")
+    _git(repo, "add", "reports")
+    _git(repo, "commit", "-qm", "calibration checked in")
+    _git(repo, "cherry-pick", head)
+    _git(repo, "branch", "-f", "main")
+    _git(repo, "checkout", "-q", "main")
 
 
 def test_pr_flags_the_slowed_case_and_only_it(tiny_repo, tmp_path, monkeypatch, capsys):
@@ -396,6 +412,7 @@ def test_with_counts_on_wall_clock_cases_run_as_duets_judged_pair_by_pair(
     )  # fmt: skip
     duets_file = tiny_repo / "reports" / "calibration" / "cpu-duets.json"
     duets_file.write_text(json.dumps(duets.to_dict()))
+    _check_in_at_base(tiny_repo)
     code = cli_main(
         ["pr", "--base", "HEAD~1", "--repeats", "2", "--max-time", "0.05", "--threshold", "25"]
         + ["--cache-dir", str(tmp_path / "cache")]
@@ -435,6 +452,30 @@ def test_with_counts_on_wall_clock_cases_run_as_duets_judged_pair_by_pair(
         assert compared[name]["verdict"] == ("worsened" if row["confirmed"] else row["verdict"])
         for key in ("median_change_pct", "noise_pct", "run_noise_pct", "q_value", "mdc_pct"):
             assert compared[name][key] == row[key], (name, key)
+
+
+def test_a_pull_request_cannot_widen_its_own_gates(tiny_repo, tmp_path, monkeypatch):
+    """The head (the PR) rewrites the checked-in calibration so that its slowed case
+    could never be flagged: pr judges with the base's copy, flags the case and says
+    the PR changed the file. The same file passed on purpose (--noise) would hide it."""
+    monkeypatch.chdir(tiny_repo)
+    _checked_in_calibration(tiny_repo)
+    _checked_in_calibration(tiny_repo, touched_spread=400.0, commit=False)  # the PR's edit
+    args = ["pr", "--base", "HEAD~1", "--repeats", "2", "--max-time", "0.05", "--threshold"]
+    args += ["25", "--no-counts", "--cache-dir", str(tmp_path / "cache")]
+    assert cli_main(args) == 0
+    data = json.loads((tiny_repo / "reports" / "pr" / "cpu.json").read_text())
+    assert {r["name"]: r["verdict"] for r in data["rows"]}["test_touched"] == "worsened"
+    assert data["calibration_changes"] == ["reports/calibration/cpu.json"]
+    assert data["pipeline"]["noise_file"].endswith("reports/calibration/cpu.json")
+    assert str(tiny_repo / "reports") not in data["pipeline"]["noise_file"]  # the base's
+    comment = (tiny_repo / "reports" / "pr" / "cpu.md").read_text()
+    assert "This pull request changes reports/calibration/cpu.json" in comment
+    # what the default prevents: the PR's file, trusted, hides the slow-down
+    assert cli_main([*args, "--noise", "reports/calibration/cpu.json"]) == 0
+    data = json.loads((tiny_repo / "reports" / "pr" / "cpu.json").read_text())
+    assert {r["name"]: r["verdict"] for r in data["rows"]}["test_touched"] == "unchanged"
+    assert data["calibration_changes"] == []
 
 
 def test_aa_duets_runs_a_pool_of_duets_and_writes_the_duet_calibration(

@@ -292,6 +292,10 @@ class Comparison:
     paired: int = 0
     """Pairs the benchmarks judged pair by pair had (``compare_runs(paired=True)``:
     base and head run ``k`` ran at the same time); 0: none was."""
+    calibration_changes: tuple[str, ...] = ()
+    """Checked-in calibration files (relative paths) that the head changes, adds or
+    removes: ``pr`` judged with the base's copies, since a pull request cannot set its
+    own gates; the comment says so."""
     duet_calibration: Mapping[str, Any] | None = None
     """The A/A duet pool whose pair spreads were the paired tests' priors, for the
     reader (:meth:`rlpace.bench.calibration.DuetCalibration.note`; None: none was)."""
@@ -417,6 +421,7 @@ class Comparison:
             "confirm_repeats": self.confirm_repeats,
             "paired": self.paired,
             "duet_calibration": _jsonable(self.duet_calibration),
+            "calibration_changes": list(self.calibration_changes),
             "count_tier": None if self.count_tier is None else _jsonable(dict(self.count_tier)),
             "rows": rows,
         }

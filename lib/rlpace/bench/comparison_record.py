@@ -283,6 +283,7 @@ COMPARISON_SCHEMA: dict[str, Any] = {
         "confirm_repeats": {"type": "integer", "minimum": 0, "maximum": 1000},
         "paired": {"type": "integer", "minimum": 0, "maximum": 1000},
         "duet_calibration": {"anyOf": [{"type": "null"}, _DUET_CALIBRATION]},
+        "calibration_changes": {"type": "array", "maxItems": 16, "items": _text(300)},
         "count_tier": {"anyOf": [{"type": "null"}, _COUNT_TIER]},
         "rows": {"type": "array", "maxItems": MAX_ROWS, "items": _ROW},
         "pipeline": _PIPELINE,
@@ -532,5 +533,6 @@ def _comparison(data: Mapping[str, Any]) -> Comparison:
         "duet_calibration": None
         if data.get("duet_calibration") is None
         else dict(data["duet_calibration"]),
+        "calibration_changes": tuple(str(p) for p in data.get("calibration_changes") or ()),
     }
     return Comparison(**_rebuilt(Comparison, data, special))

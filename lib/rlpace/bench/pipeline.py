@@ -412,22 +412,34 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
             skipped = SideRuns(set_name, (), (), "no CUDA device on this machine")
             outcomes.append(_write_skipped(out_dir, set_name, skipped, base))
             continue
-        noise_file = config.noise_file or repo / CALIBRATION_DIR / f"{set_name}.json"
-        if config.noise_file is None and not noise_file.is_file():
-            noise_file = None
         from rlpace.bench.calibration import duet_calibration_path
+        from rlpace.bench.counts.tier import GATES_FILE
 
-        duets_file = config.duets_file or duet_calibration_path(repo / CALIBRATION_DIR, set_name)
-        if config.duets_file is None and not duets_file.is_file():
-            duets_file = None
+        # the checked-in calibrations as the base has them: a PR cannot set its own gates
+        changed: list[str] = []
+        noise_file, noise_shown = _checked_in(
+            config.noise_file, CALIBRATION_DIR / f"{set_name}.json", repo, base.tree, changed
+        )
+        duets_file, duets_shown = _checked_in(
+            config.duets_file,
+            duet_calibration_path(CALIBRATION_DIR, set_name),
+            repo,
+            base.tree,
+            changed,
+        )
+        gates_file = (
+            _checked_in(None, GATES_FILE, repo, base.tree, changed)[0]
+            if set_name == "cpu"
+            else None
+        )
         # one judge for the set: the same one `rlpace-bench compare` builds
         judge = pr_judge(
             config,
             noise_file,
-            shown=_shown_path(noise_file, repo) if noise_file else "",
+            shown=noise_shown,
             same_packages=base.env_mode != "full",
             duets_file=duets_file,
-            duets_shown=_shown_path(duets_file, repo) if duets_file else "",
+            duets_shown=duets_shown,
         )
         sides = {"base": (base.tree, base.python), "head": (repo, Path(sys.executable))}
         environ = {
@@ -437,7 +449,9 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
         # counts first: they take both cores, and the cases on the CPU clock they judge
         # then need one timing a side instead of every repeat
         count_tier = (
-            _count_tier(config, repo, base, cache, environ, progress) if set_name == "cpu" else None
+            _count_tier(config, repo, base, cache, environ, progress, gates_file)
+            if set_name == "cpu"
+            else None
         )
         if progress is not None and count_tier is not None:
             progress.counts_finished(set_name, count_tier)
@@ -521,6 +535,7 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
             from rlpace.bench.counts.tier import apply_count_tier
 
             comparison = apply_count_tier(comparison, count_tier)
+        comparison = replace(comparison, calibration_changes=tuple(changed))
         outcomes.append(
             _write_reports(
                 out_dir,
@@ -579,8 +594,10 @@ def _count_tier(
     cache: Path,
     environ,
     progress: ProgressSink | None = None,
+    gates_file: Path | None = None,
 ):
-    """The count tier's hook (see :mod:`rlpace.bench.counts.tier`); None when turned off."""
+    """The count tier's hook (see :mod:`rlpace.bench.counts.tier`); None when turned off.
+    ``gates_file``: the A/A count gates to judge with (None: the tier's defaults)."""
     if not config.counts:
         return None
     if progress is not None:
@@ -603,7 +620,8 @@ def _count_tier(
             if config.effective_keyword
             else "not torchrl"
         ),
-        gates_file=repo / GATES_FILE,
+        gates_file=gates_file,
+        gates_shown=GATES_FILE.as_posix(),
         on_case=None if progress is None else progress.case_counted,
     )
 
@@ -628,6 +646,27 @@ def set_marker(set_name: str) -> str:
         '<!-- rlpace-bench-set: gpu -->'
     """
     return f"<!-- rlpace-bench-set: {set_name} -->"
+
+
+def _checked_in(
+    explicit: Path | None, relative: Path, repo: Path, base_tree: Path, changed: list[str]
+) -> tuple[Path | None, str]:
+    """A checked-in calibration file (``relative`` to a tree) and its name for the report.
+
+    ``explicit`` (an operator's ``--noise`` / ``--duets``) wins. Otherwise the base's
+    copy is used, never the head's: the head is the pull request, and a PR that could
+    widen its own gates could hide its own regression. When the head's copy differs
+    (changed, added or removed), ``relative`` is added to ``changed`` so the comment
+    says the new file was not used; it applies once merged.
+    """
+    if explicit is not None:
+        return explicit, _shown_path(explicit, repo)
+    head, trusted = repo / relative, base_tree / relative
+    head_bytes = head.read_bytes() if head.is_file() else None
+    base_bytes = trusted.read_bytes() if trusted.is_file() else None
+    if head_bytes != base_bytes:
+        changed.append(relative.as_posix())
+    return (trusted, relative.as_posix()) if base_bytes is not None else (None, "")
 
 
 def _shown_path(path: Path, repo: Path) -> str:

@@ -126,6 +126,15 @@ def comparison_warnings(comparison: Comparison) -> list[ComparisonWarning]:
     if not comparison.has_base:
         return []
     out: list[ComparisonWarning] = []
+    for path in comparison.calibration_changes:
+        out.append(
+            ComparisonWarning(
+                "calibration-changed",
+                f"This pull request changes {path}: it was judged with the base's copy "
+                "(none if the base has none), since a pull request cannot set its own "
+                "gates. The new file applies once merged.",
+            )
+        )
     rows = comparison.rows
     judged = (Verdict.IMPROVED, Verdict.WORSENED, Verdict.UNCHANGED)
     if rows and not any(

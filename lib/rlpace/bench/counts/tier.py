@@ -120,8 +120,12 @@ def run_count_tier(
     k: float = DEFAULT_K,
     floor: float = DEFAULT_FLOOR,
     on_case: Callable[[str, str, str], None] | None = None,
+    gates_shown: str = "",
 ) -> CountTier:
     """Count base and head side by side and judge them; never raises for a missing tool.
+
+    ``gates_file`` holds the A/A count gates (``gates_shown``: its name as the comment
+    shows it; default the path).
 
     ``on_case(side, test_id, status)`` is called as each case of either side finishes
     (``side`` is ``base`` or ``head``).
@@ -163,7 +167,7 @@ def run_count_tier(
         gates, meta, k, floor = read_gates(Path(gates_file))
         try:
             warnings += [f"gates: {w}" for w in count_differences(head.meta, meta)]
-            used = str(gates_file)
+            used = gates_shown or str(gates_file)
         except EnvironmentMismatchError as exc:
             warnings.append(f"gates not used ({exc}); every case is judged on the default gate")
             gates = {}
