@@ -45,3 +45,25 @@ def write_json(tmp_path):
         return path
 
     return write
+
+
+@pytest.fixture
+def find_processes():
+    """``find(*parts)``: the pids of the processes whose command line holds every one of
+    the byte strings ``parts`` (Linux ``/proc``), for tests that kill a driver and look
+    for what it left running."""
+
+    def find(*parts: bytes) -> list[int]:
+        pids = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                cmd = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if all(part in cmd for part in parts):
+                pids.append(int(entry.name))
+        return pids
+
+    return find

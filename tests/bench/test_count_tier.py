@@ -442,7 +442,7 @@ def test_second():
 
 
 @needs_valgrind
-def test_a_killed_driver_leaves_no_valgrind_process_behind(tmp_path):
+def test_a_killed_driver_leaves_no_valgrind_process_behind(tmp_path, find_processes):
     """SIGKILL the process that drives the counting: its Valgrind child (in a session
     of its own) must stop at the next case, not count on for an hour."""
     import os
@@ -464,15 +464,7 @@ def test_a_killed_driver_leaves_no_valgrind_process_behind(tmp_path):
     )  # fmt: skip
 
     def counting() -> list[int]:
-        pids = []
-        for entry in Path("/proc").iterdir():
-            try:
-                cmd = (entry / "cmdline").read_bytes()
-            except OSError:
-                continue
-            if b"valgrind" in cmd and str(tmp_path).encode() in cmd:
-                pids.append(int(entry.name))
-        return pids
+        return find_processes(b"valgrind", str(tmp_path).encode())
 
     deadline = time.monotonic() + 120
     progress = tmp_path / "out.dumps"

@@ -404,21 +404,8 @@ def test_stuck():
 """
 
 
-def _suite_runs(marker: str) -> list[int]:
-    """Pids of processes whose command line names ``marker`` and runs pytest."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        try:
-            cmd = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if b"-m\0pytest\0" in cmd and marker.encode() in cmd and entry.name.isdigit():
-            pids.append(int(entry.name))
-    return pids
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
-def test_a_killed_driver_leaves_no_suite_run_behind_even_mid_duet(tmp_path):
+def test_a_killed_driver_leaves_no_suite_run_behind_even_mid_duet(tmp_path, find_processes):
     """SIGKILL ``pr``'s process in the middle of a duet: both runs (started from threads)
     stop with it instead of loading the cores of whatever runs next."""
     import os
@@ -441,17 +428,21 @@ def test_a_killed_driver_leaves_no_suite_run_behind_even_mid_duet(tmp_path):
          "runs_dir=Path(sys.argv[2]), repeats=1, settings=RunSettings(), duet=True)",
          str(root), str(tmp_path / "runs")],
     )  # fmt: skip
-    marker = str(tmp_path / "runs")  # in each run's --benchmark-json
+    marker = str(tmp_path / "runs").encode()  # in each run's --benchmark-json
+
+    def suite_runs() -> list[int]:
+        return find_processes(b"-m\0pytest\0", marker)
+
     deadline = time.monotonic() + 60
-    while len(_suite_runs(marker)) < 2 and time.monotonic() < deadline:
+    while len(suite_runs()) < 2 and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert len(_suite_runs(marker)) == 2, "the duet's two runs never started"
+    assert len(suite_runs()) == 2, "the duet's two runs never started"
     os.kill(driver.pid, signal.SIGKILL)
     driver.wait()
     deadline = time.monotonic() + 20
-    while _suite_runs(marker) and time.monotonic() < deadline:
+    while suite_runs() and time.monotonic() < deadline:
         time.sleep(0.2)
-    left = _suite_runs(marker)
+    left = suite_runs()
     for pid in left:
         os.kill(pid, signal.SIGKILL)
     assert not left, "suite runs went on after their driver was killed"
