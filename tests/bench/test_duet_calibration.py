@@ -222,3 +222,25 @@ def test_held_out_splits_never_show_the_judge_its_own_pairs(tmp_path):
     assert again == cal  # seeded
     small = duet_calibration_from_runs(heads[:10], bases[:10], judge_split=judge_split)
     assert small.held_out_runs == 0  # 10 pairs cannot give 4 + 4 + a prior of 3
+
+
+def test_a_pool_of_copies_is_refused_and_a_zero_spread_lends_no_prior(tmp_path, capsys):
+    """Copies of one run as "duets" are no A/A pool (every ratio exactly 1): refused
+    with the fix. A spread of 0 would trust any change, so it lends no prior."""
+    heads, bases = _write_duets(tmp_path / "pool", np.random.default_rng(3), QUIET, 3)
+    for head, base in zip(heads, bases):
+        base.write_bytes(head.read_bytes())
+    assert main(["aa", "--duets-from", str(tmp_path / "pool")]) == 2
+    err = capsys.readouterr().err
+    assert "expected the two runs of a duet, got the same timings" in err and "Fix:" in err
+    # three copies of one real duet: every pair alike
+    for k in (1, 2):
+        heads[k].write_bytes(heads[0].read_bytes())
+        bases[k].write_bytes(bases[0].read_bytes())
+    bases[0].write_text(bases[0].read_text().replace('"data": [', '"data": [0.5, ', 1))
+    for k in (1, 2):
+        bases[k].write_bytes(bases[0].read_bytes())
+    assert main(["aa", "--duets-from", str(tmp_path / "pool")]) == 2
+    assert "got the same ratios in every pair" in capsys.readouterr().err
+    cal = DuetCalibration("cpu", 8, {"coarse": (0.0, 8), "fine": (2.0, 8)})
+    assert list(cal.paired_priors()) == ["fine"]

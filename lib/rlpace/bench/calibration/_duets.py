@@ -59,6 +59,8 @@ DUET_FORMAT = "rlpace-bench-duet-calibration"
 DUET_VERSION = 1
 MIN_POOL_PAIRS = 3
 """Fewest pairs of a benchmark that give it a prior (two degrees of freedom)."""
+_NO_SPREAD = 1e-6
+"""A pair spread (%) below this is rounding of equal ratios: no spread at all."""
 
 
 def duet_calibration_path(calibration_dir: Path, set_name: str) -> Path:
@@ -118,10 +120,10 @@ class DuetCalibration:
             >>> DuetCalibration("cpu", 2, {"a": (3.0, 2)}).paired_priors()   # too few pairs
             {}
         """
-        return {
+        return {  # a spread of 0 (a timer too coarse to move) would trust any change
             name: ((spread / 100) ** 2, pairs - 1)
             for name, (spread, pairs) in self.spreads.items()
-            if math.isfinite(spread) and pairs >= MIN_POOL_PAIRS
+            if math.isfinite(spread) and spread > _NO_SPREAD and pairs >= MIN_POOL_PAIRS
         }
 
     def detectable_pct(
@@ -342,12 +344,25 @@ def duet_calibration_from_runs(
             b = b_median.get(name)
             if b is not None and h > 0 and b > 0 and math.isfinite(h) and math.isfinite(b):
                 pair[name] = math.log(h / b)
+        if pair and not any(pair.values()):
+            raise BenchInputError(
+                f"{h_path} and {b_path}: expected the two runs of a duet, got the same "
+                "timings for every benchmark (copies of one run?). Fix: pass the runs "
+                "directory `aa --duets` wrote, or run `rlpace-bench aa --duets 16`"
+            )
         ratios.append(pair)
     settings = dict(
         set_name=set_name, repeats=repeats, family_size=family_size, alpha=alpha,
         threshold=threshold, environment=environment, created=created,
     )  # fmt: skip
-    calibration = DuetCalibration(pairs=len(ratios), spreads=_spreads(ratios), **settings)
+    spreads = _spreads(ratios)
+    if spreads and not any(spread > _NO_SPREAD for spread, _ in spreads.values()):
+        raise BenchInputError(
+            f"duet pool of {len(ratios)} pairs: expected pairs that differ from run to run, "
+            "got the same ratios in every pair for every benchmark (copies of one duet?). "
+            "Fix: pass the runs directory `aa --duets` wrote, or run `rlpace-bench aa --duets 16`"
+        )
+    calibration = DuetCalibration(pairs=len(ratios), spreads=spreads, **settings)
     n = len(ratios)
     if judge_split is None or n < 2 * repeats + MIN_POOL_PAIRS:
         return calibration

@@ -218,15 +218,22 @@ def _duets(args: argparse.Namespace, settings: Any) -> int:
     tested = set(first.loc[first["impl"] != CONTROL_IMPL, "fullname"])
     judged = [n for n in calibration.spreads if n in tested]
     spreads = [calibration.spreads[n][0] for n in judged]
-    detect = [calibration.detectable_pct(n) for n in judged]
+    detect = [d for d in (calibration.detectable_pct(n) for n in judged) if d == d]  # not NaN
     print(f"wrote {path}: {calibration.pairs} A/A duets, {len(calibration.spreads)} benchmarks")
-    if spreads:
+    if spreads and detect:
         print(
             f"pair spread of the {len(judged)} rows pr judges: median "
             f"{statistics.median(spreads):.1f}% (max {max(spreads):.1f}%); detectable at 90% "
             f"power with {args.repeats} pairs: median {statistics.median(detect):.1f}%, "
             f"{sum(d <= 10 for d in detect)} of {len(detect)} at 10% or less"
         )
+    if not calibration.held_out_runs:
+        print(
+            f"no held-out check: it needs {2 * args.repeats + 3} duets or more "
+            f"({args.repeats} judged, {args.repeats} to confirm, 3 for the prior), got "
+            f"{calibration.pairs}"
+        )
+        return 0
     print(
         f"held out, {calibration.held_out_runs} random splits judged as pr runs them "
         f"({args.repeats} pairs, a flag confirmed on {args.repeats} others, the prior from "
