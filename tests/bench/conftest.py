@@ -67,3 +67,24 @@ def find_processes():
         return pids
 
     return find
+
+
+@pytest.fixture
+def survivors(find_processes):
+    """``survivors(*parts, within=20)``: waits up to ``within`` seconds for the processes
+    :func:`find_processes` names to end, SIGKILLs what is left (a failing test leaves
+    nothing running) and returns their pids."""
+    import os
+    import signal
+    import time
+
+    def left(*parts: bytes, within: float = 20) -> list[int]:
+        deadline = time.monotonic() + within
+        while find_processes(*parts) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        pids = find_processes(*parts)
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+        return pids
+
+    return left

@@ -442,7 +442,7 @@ def test_second():
 
 
 @needs_valgrind
-def test_a_killed_driver_leaves_no_valgrind_process_behind(tmp_path, find_processes):
+def test_a_killed_driver_leaves_no_valgrind_process_behind(tmp_path, find_processes, survivors):
     """SIGKILL the process that drives the counting: its Valgrind child (in a session
     of its own) must stop at the next case, not count on for an hour."""
     import os
@@ -475,12 +475,7 @@ def test_a_killed_driver_leaves_no_valgrind_process_behind(tmp_path, find_proces
     assert counting(), "the counting process never started"
     os.kill(driver.pid, signal.SIGKILL)
     driver.wait()
-    deadline = time.monotonic() + 30
-    while counting() and time.monotonic() < deadline:
-        time.sleep(0.5)
-    left = counting()
-    for pid in left:
-        os.kill(pid, signal.SIGKILL)
+    left = survivors(b"valgrind", str(tmp_path).encode(), within=30)
     assert not left, "Valgrind kept counting after its driver was killed"
 
 

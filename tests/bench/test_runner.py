@@ -405,7 +405,9 @@ def test_stuck():
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
-def test_a_killed_driver_leaves_no_suite_run_behind_even_mid_duet(tmp_path, find_processes):
+def test_a_killed_driver_leaves_no_suite_run_behind_even_mid_duet(
+    tmp_path, find_processes, survivors
+):
     """SIGKILL ``pr``'s process in the middle of a duet: both runs (started from threads)
     stop with it instead of loading the cores of whatever runs next."""
     import os
@@ -439,10 +441,5 @@ def test_a_killed_driver_leaves_no_suite_run_behind_even_mid_duet(tmp_path, find
     assert len(suite_runs()) == 2, "the duet's two runs never started"
     os.kill(driver.pid, signal.SIGKILL)
     driver.wait()
-    deadline = time.monotonic() + 20
-    while suite_runs() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    left = suite_runs()
-    for pid in left:
-        os.kill(pid, signal.SIGKILL)
+    left = survivors(b"-m\0pytest\0", marker, within=20)
     assert not left, "suite runs went on after their driver was killed"

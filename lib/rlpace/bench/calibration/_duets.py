@@ -39,7 +39,7 @@ import numpy as np
 import scipy.stats as _sp
 
 from rlpace.bench.calibration._records import (
-    ENVIRONMENT_KEYS,
+    environment_mismatch,
     load_json_file,
     machine_environment,
 )
@@ -160,12 +160,7 @@ class DuetCalibration:
             >>> cal.mismatch({"rlpace": {"cpu_count": 16}})
             {'cpu_count': (2, 16)}
         """
-        here = machine_environment(machine_info or {})
-        return {
-            k: (self.environment[k], here[k])
-            for k in ENVIRONMENT_KEYS
-            if k in self.environment and k in here and self.environment[k] != here[k]
-        }
+        return environment_mismatch(self.environment, machine_info)
 
     def note(self, source: str, machine_info: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """What the PR comment says of this calibration (JSON-able).

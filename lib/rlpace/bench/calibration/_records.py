@@ -537,6 +537,25 @@ def machine_environment(machine_info: Mapping[str, Any]) -> dict[str, Any]:
     return {k: env.get(k) for k in ENVIRONMENT_KEYS if k in env}
 
 
+def environment_mismatch(
+    recorded: Mapping[str, Any], machine_info: Mapping[str, Any] | None
+) -> dict[str, tuple[Any, Any]]:
+    """``key → (recorded, this run's)`` for each of the :data:`ENVIRONMENT_KEYS` on which
+    a calibration's ``recorded`` machine and a run's ``machine_info`` differ (a key
+    either side lacks is not compared).
+
+    Example:
+        >>> environment_mismatch({"cpu_count": 2, "python": "3.11"}, {"rlpace": {"cpu_count": 16}})
+        {'cpu_count': (2, 16)}
+    """
+    here = machine_environment(machine_info or {})
+    return {
+        k: (recorded[k], here[k])
+        for k in ENVIRONMENT_KEYS
+        if k in recorded and k in here and recorded[k] != here[k]
+    }
+
+
 @dataclass(frozen=True)
 class CalibrationNote:
     """What a PR comment says about the calibration that judged it: how often it cried
@@ -614,12 +633,7 @@ def calibration_note(
         >>> note.created, note.held_out_alarms, note.held_out_runs, dict(note.mismatch)
         ('2026-11-30', 1, 16, {'cpu_count': (2, 16)})
     """
-    here = machine_environment(machine_info or {})
-    mismatch = {
-        k: (calibration.environment[k], here[k])
-        for k in ENVIRONMENT_KEYS
-        if k in calibration.environment and k in here and calibration.environment[k] != here[k]
-    }
+    mismatch = environment_mismatch(calibration.environment, machine_info)
     power = calibration.detection_power()
     injected = [b.injected for b in calibration.benchmarks if b.injected]
     return CalibrationNote(
