@@ -34,7 +34,13 @@ from rlpace.bench.counts.session import (
     profile_cases,
 )
 from rlpace.bench.counts.tier import CountTier, apply_count_tier, run_count_tier
-from rlpace.bench.counts.toolchain import CountUnavailable, find_toolchain
+from rlpace.bench.counts.toolchain import (
+    ALLOCATOR_ENV,
+    GLIBC_TUNABLES,
+    CountUnavailable,
+    find_allocator,
+    find_toolchain,
+)
 from rlpace.bench.counts.verdict import compare_counts, gate_from_aa
 from rlpace.bench.counts.why import explain_regression
 from rlpace.bench.errors import EnvironmentMismatchError
@@ -209,6 +215,74 @@ def test_another_interpreter_is_refused_and_a_cpu_model_warned():
     assert count_differences({"cpu": "A"}, {"cpu": "B"}) == [
         "cpu: head 'A', base 'B' (may move some counts)"
     ]
+
+
+def test_another_allocator_is_refused_like_another_valgrind():
+    with pytest.raises(EnvironmentMismatchError, match="allocator: head 'jemalloc 0a1b'"):
+        count_differences({"allocator": "jemalloc 0a1b"}, {"allocator": "glibc 2.36 (tuned 1a)"})
+
+
+def test_a_bad_allocator_choice_is_refused_with_the_fix(monkeypatch, tmp_path):
+    monkeypatch.setenv(ALLOCATOR_ENV, str(tmp_path / "missing.so"))
+    with pytest.raises(CountUnavailable, match="missing.so: expected a malloc library.*no such"):
+        find_allocator()
+    not_a_library = tmp_path / "notes.txt"
+    not_a_library.write_text("hello", "utf-8")
+    monkeypatch.setenv(ALLOCATOR_ENV, str(not_a_library))
+    with pytest.raises(CountUnavailable, match=f"cannot be .*fix: .*or unset {ALLOCATOR_ENV}"):
+        find_allocator()
+    monkeypatch.setenv(ALLOCATOR_ENV, "glibc")
+    glibc = find_allocator()
+    assert glibc.library is None and glibc.environ()["GLIBC_TUNABLES"] == GLIBC_TUNABLES
+
+
+ENV_PROBE = """
+import json
+import os
+
+from rlpace.bench.suite import case
+
+
+@case(timer="cpu")
+def test_env():
+    keys = ("PYTHONMALLOC", "LD_PRELOAD", "GLIBC_TUNABLES", "PYTHONHASHSEED")
+    with open(os.environ["PROBE_OUT"], "w") as fh:
+        json.dump({k: os.environ.get(k) for k in keys}, fh)
+    return lambda: sum(range(100))
+"""
+
+
+def _probe_allocator(tmp_path: Path) -> tuple[dict, CountRun]:
+    suite = tmp_path / "tree" / "tests" / "benchmarks"
+    suite.mkdir(parents=True)
+    (suite / "test_env.py").write_text(ENV_PROBE, "utf-8")
+    seen = tmp_path / "env.json"
+    run = count_tree(tmp_path / "tree", tmp_path / "out.json", environ={"PROBE_OUT": str(seen)})
+    assert run.by_id()["test_env"].counted
+    return json.loads(seen.read_text("utf-8")), run
+
+
+@needs_valgrind
+def test_the_counting_process_runs_on_the_chosen_allocator(monkeypatch, tmp_path):
+    monkeypatch.setenv(ALLOCATOR_ENV, "glibc")
+    env, run = _probe_allocator(tmp_path)
+    assert env["PYTHONMALLOC"] == "pymalloc" and env["PYTHONHASHSEED"] == "0"
+    assert env["GLIBC_TUNABLES"] == GLIBC_TUNABLES
+    assert run.meta["allocator"].startswith("glibc") and "(tuned " in run.meta["allocator"]
+
+
+@needs_valgrind
+def test_a_preloaded_allocator_reaches_the_counting_process(monkeypatch, tmp_path):
+    monkeypatch.delenv(ALLOCATOR_ENV, raising=False)
+    assert find_allocator().name == "glibc"  # the default
+    # any library the interpreter can preload shows the mechanism: the count tier's shim
+    monkeypatch.setenv(ALLOCATOR_ENV, str(find_toolchain().shim))
+    found = find_allocator()
+    env, run = _probe_allocator(tmp_path)
+    # Valgrind adds its own preloads beside ours
+    assert env["PYTHONMALLOC"] == "pymalloc"
+    assert found.library in env["LD_PRELOAD"].split(":")
+    assert env["GLIBC_TUNABLES"] is None and run.meta["allocator"] == found.identity
 
 
 def test_missing_valgrind_falls_back_to_timing_with_a_plain_message(monkeypatch, tmp_path, capsys):

@@ -49,7 +49,15 @@ STATUSES = {
 }
 """Every status a case can have in a count file."""
 
-REFUSED_KEYS = ("valgrind", "python", "python_implementation", "arch", "cache", "calls")
+REFUSED_KEYS = (
+    "valgrind",
+    "python",
+    "python_implementation",
+    "arch",
+    "cache",
+    "calls",
+    "allocator",
+)
 """Meta keys that must match: a difference changes every count."""
 WARNED_KEYS = ("cpu", "host", "torch", "numpy", "tensordict", "torchrl")
 """Meta keys worth a warning: a difference can move some counts."""
@@ -198,7 +206,7 @@ def count_differences(
         >>> count_differences({"valgrind": "3.22"}, {"valgrind": "3.19"})
         Traceback (most recent call last):
         ...
-        rlpace.bench.errors.EnvironmentMismatchError: count files from different environments: valgrind: head '3.22', base '3.19'; expected the same Valgrind, interpreter, architecture and cache settings on both sides; fix: count both revisions on one machine and toolchain, or pass --allow-mismatch to compare anyway
+        rlpace.bench.errors.EnvironmentMismatchError: count files from different environments: valgrind: head '3.22', base '3.19'; expected the same Valgrind, interpreter, architecture, cache settings and allocator on both sides; fix: count both revisions on one machine and toolchain, or pass --allow-mismatch to compare anyway
     """
     refused = [
         f"{k}: head {head.get(k)!r}, base {base.get(k)!r}"
@@ -214,8 +222,8 @@ def count_differences(
         raise EnvironmentMismatchError(
             "count files from different environments: "
             + "; ".join(refused)
-            + "; expected the same Valgrind, interpreter, architecture and cache settings on "
-            "both sides; fix: count both revisions on one machine and toolchain, or pass "
+            + "; expected the same Valgrind, interpreter, architecture, cache settings and "
+            "allocator on both sides; fix: count both revisions on one machine and toolchain, or pass "
             "--allow-mismatch to compare anyway"
         )
     return [f"{r} (compared anyway)" for r in refused] + warned

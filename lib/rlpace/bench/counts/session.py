@@ -5,8 +5,8 @@ Callgrind process: the counting script ``_child.py`` imports the suite once and 
 client requests around each measured call, one dump per case. This module starts that
 process with CodSpeed's settings (cache simulation with a 32 KiB 8-way I1/D1 and an
 8 MiB 16-way LL, instrumentation off at start, ``setarch -R`` for a fixed address
-layout where the kernel allows it, ``PYTHONHASHSEED=0``, ``PYTHONMALLOC=malloc``, one
-thread), follows its progress file, stops it when a case runs past
+layout where the kernel allows it, ``PYTHONHASHSEED=0``, one thread, pymalloc and jemalloc
+as allocators, :func:`~rlpace.bench.counts.toolchain.find_allocator`), follows its progress file, stops it when a case runs past
 :attr:`CountSettings.case_timeout` (that case is ``timed-out``; a fresh process goes on
 with the next), and joins the dumps to the cases. :func:`count_trees` counts several
 trees side by side, one process each: counts do not depend on load, so base and head
@@ -55,14 +55,13 @@ SUITE_DIR = Path("tests") / "benchmarks"
 
 DETERMINISTIC_ENV = {
     "PYTHONHASHSEED": "0",
-    "PYTHONMALLOC": "malloc",
     "OMP_NUM_THREADS": "1",
     "MKL_NUM_THREADS": "1",
     "OPENBLAS_NUM_THREADS": "1",
     "RLPACE_BENCH_THREADS": "1",
 }
-"""Environment of the counting process: fixed hash seed, the system allocator (which
-Valgrind tracks), one thread."""
+"""Environment of the counting process: fixed hash seed, one thread (the allocator's
+variables come from :attr:`Toolchain.allocator`)."""
 
 
 @dataclass(frozen=True)
@@ -327,7 +326,7 @@ def count_tree(
     dumps.mkdir(parents=True, exist_ok=True)
     for old in dumps.iterdir():
         old.unlink()
-    env = _child_env(tree, environ)
+    env = _child_env(tree, environ, tools.allocator.environ())
     suite = Path(suite_dir).resolve() if suite_dir is not None else tree / SUITE_DIR
     started = time.monotonic()
     paths = _Paths(dumps / "spec.json", dumps / "progress.jsonl", dumps / "valgrind.log")
@@ -373,16 +372,19 @@ def count_tree(
     return run
 
 
-def _child_env(tree: Path, environ: Mapping[str, str] | None) -> dict[str, str]:
+def _child_env(
+    tree: Path, environ: Mapping[str, str] | None, allocator: Mapping[str, str] | None = None
+) -> dict[str, str]:
     """The environment of a counting or profiling process of ``tree``: ``<tree>/lib``
     first on ``PYTHONPATH`` (unless ``environ`` sets it), then the deterministic
-    settings, which nothing overrides."""
+    settings and the allocator's variables, which nothing overrides."""
     rest = os.environ.get("PYTHONPATH", "")
     return {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(p for p in (str(tree / "lib"), rest) if p),
         **(environ or {}),
         **DETERMINISTIC_ENV,
+        **(allocator or {}),
     }
 
 
@@ -476,6 +478,7 @@ def _meta(
         "cache": " ".join(CACHE_GEOMETRY),
         "calls": settings.calls,
         "aslr_off": tools.setarch is not None,
+        "allocator": tools.allocator.identity,
         "commit": _commit(tree),
         "tree": str(tree),
         "wall_s": round(wall_s, 1),
