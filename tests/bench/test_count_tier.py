@@ -231,6 +231,9 @@ def test_a_bad_allocator_choice_is_refused_with_the_fix(monkeypatch, tmp_path):
     monkeypatch.setenv(ALLOCATOR_ENV, str(not_a_library))
     with pytest.raises(CountUnavailable, match=f"cannot be .*fix: .*or unset {ALLOCATOR_ENV}"):
         find_allocator()
+    monkeypatch.setenv(ALLOCATOR_ENV, "/opt/a b:c/libjemalloc.so")
+    with pytest.raises(CountUnavailable, match="colon or a space.*fix: link the library"):
+        find_allocator()
     monkeypatch.setenv(ALLOCATOR_ENV, "glibc")
     glibc = find_allocator()
     assert glibc.library is None and glibc.environ()["GLIBC_TUNABLES"] == GLIBC_TUNABLES

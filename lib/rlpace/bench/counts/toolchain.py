@@ -104,8 +104,10 @@ class Allocator:
 
 def _glibc() -> Allocator:
     libc, version = platform.libc_ver()
+    if libc != "glibc":  # another C library ignores the tunables: name what runs
+        return Allocator("glibc", None, f"system malloc ({libc or 'unknown C library'})")
     settings = hashlib.sha256(GLIBC_TUNABLES.encode()).hexdigest()[:8]
-    return Allocator("glibc", None, f"{libc or 'libc'} {version or '?'} (tuned {settings})")
+    return Allocator("glibc", None, f"glibc {version} (tuned {settings})")
 
 
 def _preloads(library: str, python: Path) -> str | None:
@@ -141,6 +143,12 @@ def find_allocator(python: Path | None = None) -> Allocator:
     chosen = os.environ.get(ALLOCATOR_ENV, "").strip()
     if not chosen or chosen.lower() == "glibc":
         return _glibc()
+    if any(c in chosen for c in ": \t"):  # the dynamic loader splits LD_PRELOAD there
+        raise CountUnavailable(
+            f"{ALLOCATOR_ENV}={chosen!r}: expected the path of one library, got one with a "
+            "colon or a space, where the dynamic loader splits its list; fix: link the "
+            "library from a path without them"
+        )
     why = _preloads(chosen, Path(python or sys.executable)) if Path(chosen).is_file() else None
     if not Path(chosen).is_file() or why is not None:
         raise CountUnavailable(
