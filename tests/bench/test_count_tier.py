@@ -234,6 +234,13 @@ def test_a_bad_allocator_choice_is_refused_with_the_fix(monkeypatch, tmp_path):
     monkeypatch.setenv(ALLOCATOR_ENV, "/opt/a b:c/libjemalloc.so")
     with pytest.raises(CountUnavailable, match="colon or a space.*fix: link the library"):
         find_allocator()
+    monkeypatch.chdir(tmp_path)  # a relative path is made absolute for the counting process
+    maps = Path("/proc/self/maps").read_text("utf-8").splitlines()
+    libc = next(line.split()[-1] for line in maps if "/libc.so" in line or "/libc-" in line)
+    (tmp_path / "lib").mkdir()
+    shutil.copy(libc, tmp_path / "lib" / "malloc.so")  # preloading libc changes nothing
+    monkeypatch.setenv(ALLOCATOR_ENV, "lib/malloc.so")
+    assert find_allocator().library == str(tmp_path / "lib" / "malloc.so")
     monkeypatch.setenv(ALLOCATOR_ENV, "glibc")
     glibc = find_allocator()
     assert glibc.library is None and glibc.environ()["GLIBC_TUNABLES"] == GLIBC_TUNABLES

@@ -156,8 +156,9 @@ def find_allocator(python: Path | None = None) -> Allocator:
             f"preload, got one that cannot be ({why or 'no such file'}); fix: point it at "
             f"a library such as libjemalloc.so, or unset {ALLOCATOR_ENV} for glibc's"
         )
-    digest = hashlib.sha256(Path(chosen).read_bytes()).hexdigest()[:12]
-    return Allocator("preload", chosen, f"{Path(chosen).name} {digest}")
+    library = os.path.abspath(chosen)  # the counting process runs elsewhere
+    digest = hashlib.sha256(Path(library).read_bytes()).hexdigest()[:12]
+    return Allocator("preload", library, f"{Path(library).name} {digest}")
 
 
 @dataclass(frozen=True)
