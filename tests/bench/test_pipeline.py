@@ -223,6 +223,10 @@ def test_config_rejects_bad_input():
         PipelineConfig(repeats=0)
     with pytest.raises(BenchInputError, match="--confirm: expected runs per side >= 0"):
         PipelineConfig(confirm=-1)
+    with pytest.raises(BenchInputError, match="--max-pairs: expected duets per case >= 0"):
+        PipelineConfig(max_pairs=-2)
+    with pytest.raises(BenchInputError, match="detect_pct: expected a slow-down in %"):
+        PipelineConfig(detect_pct=0)
     quick = PipelineConfig(quick=True, keyword="rb", repeats=5)
     assert quick.effective_repeats == 2 and quick.effective_keyword == "(rb) and not torchrl"
 
@@ -399,8 +403,9 @@ def test_with_counts_on_wall_clock_cases_run_as_duets_judged_pair_by_pair(
 ):
     """With the count tier on, the wall-clock cases run 2 x repeats duets (base and head
     at once, a core each) and are judged pair by pair, the confirmation too; the
-    calibration of sequential runs does not gate them, and `compare --paired` on the
-    same files gives pr's first verdicts."""
+    calibration of sequential runs does not gate them; the case whose A/A pairs spread
+    too wide to see 10 % in 4 pairs gets extra duets of its own; and `compare --paired`
+    on the same files gives pr's first verdicts."""
     from rlpace.bench.calibration import DuetCalibration
 
     monkeypatch.chdir(tiny_repo)
@@ -427,21 +432,33 @@ def test_with_counts_on_wall_clock_cases_run_as_duets_judged_pair_by_pair(
     assert touched["verdict"] == "worsened" and touched["confirmed"] is True
     assert steady["verdict"] == "unchanged"
     assert touched["median_change_pct"] < -25
-    assert data["paired"] == 4 and data["pipeline"]["paired"] is True
+    # 6 % pair spread: 10 % needs 6 pairs (detectable 12.2 % with 4); 2 %: 4 suffice
+    extension = data["pipeline"]["extension"]
+    assert extension["benchmarks"] == ["tests/benchmarks/test_tiny.py::test_steady"]
+    assert extension["repeats"] == 2 and len(extension["order"]) == 4
+    assert (steady["head_runs"], touched["head_runs"]) == (6, 4)
+    assert data["paired"] == 6 and data["pipeline"]["paired"] is True
     pairs = [f"{side}-{k}" for k in range(4) for side in ("base", "head")]
     assert data["pipeline"]["order"] == pairs
     # the confirmation: twice confirm's runs, as duets (a pair costs one run's time)
     assert data["pipeline"]["confirmation"]["order"] == pairs
     comment = (tiny_repo / "reports" / "pr" / "cpu.md").read_text()
     assert "Wall-clock benchmarks ran as 4 duets (base and head at the same time" in comment
+    assert "1 benchmark whose A/A pairs spread wider got 2 more duets" in comment
     assert "4 more runs a side, as duets, judged pair by pair; it was flagged again" in comment
     assert "weighed with the spread of its pairs in 12 A/A duets" in comment
-    runs = tmp_path / "cache" / "runs" / "cpu"
+    runs, extra = tmp_path / "cache" / "runs" / "cpu", tmp_path / "cache" / "runs" / "cpu-extend"
+
+    def files(side: str) -> list[str]:
+        return [str(runs / f"{side}-{k}.json") for k in range(4)] + [
+            str(extra / f"{side}-{k}.json") for k in range(2)
+        ]
+
     again = tmp_path / "compare.json"
     code = cli_main(
         ["compare", "--paired", "--threshold", "25"]
-        + ["--head", *(str(runs / f"head-{k}.json") for k in range(4))]
-        + ["--base", *(str(runs / f"base-{k}.json") for k in range(4))]
+        + ["--head", *files("head")]
+        + ["--base", *files("base")]
         + ["--calibration", "reports/calibration/cpu.json"]
         + ["--duets", "reports/calibration/cpu-duets.json"]
         + ["--json", str(again), "-o", str(tmp_path / "compare.md")]

@@ -14,7 +14,9 @@ Steps, for each benchmark set:
    through :func:`rlpace.bench.runner.run` with its side's environment, so drift of
    the machine hits both sides alike; with counts, its wall-clock cases instead run
    ``2 × repeats`` duets (base and head at once, a core each, judged pair by pair:
-   a pair costs one run's time and cancels the load both met);
+   a pair costs one run's time and cancels the load both met), and a case whose A/A
+   pair spread (the duet calibration) needs more pairs to detect ``detect_pct`` gets
+   extra duets of its own, up to ``max_pairs`` in all;
 4. merge the samples per side and hand them to the set's
    :class:`~rlpace.bench.judge.Judge` (:func:`pr_judge`: the same judge
    ``rlpace-bench compare`` builds from the same settings);
@@ -149,6 +151,16 @@ class PipelineConfig:
     if these runs flag it too, the same way (0: no confirmation). A whole process that
     ran slow (a burst of load, the rare slow start of a multi-process case) flags
     benchmarks in a two-run comparison; it does not repeat in fresh processes."""
+    max_pairs: int = 8
+    """Most duets a wall-clock case gets in all. With the count tier on and a duet
+    calibration at hand, a case (not a torchrl twin) whose A/A pair spread needs more
+    than the first ``2 × repeats`` pairs to detect a :attr:`detect_pct` slow-down gets
+    extra duets of its own, as many as the neediest such case needs; a case that would
+    need more than ``max_pairs`` gets none (0, or ``2 × repeats`` or fewer: no extra
+    duets)."""
+    detect_pct: float = 10.0
+    """The slow-down (%) the extra duets of :attr:`max_pairs` are planned to detect at
+    90 % power."""
     counts: bool = True
     """Count the CPU set's single-process cases under Callgrind first, base and head
     side by side (:mod:`rlpace.bench.counts`): a count regression is flagged whatever
@@ -163,6 +175,15 @@ class PipelineConfig:
         if self.confirm < 0:
             raise BenchInputError(
                 f"--confirm: expected runs per side >= 0 (0: no confirmation), got {self.confirm}"
+            )
+        if self.max_pairs < 0:
+            raise BenchInputError(
+                f"--max-pairs: expected duets per case >= 0 (0: no extra duets), got "
+                f"{self.max_pairs}"
+            )
+        if not 0 < self.detect_pct < 100:
+            raise BenchInputError(
+                f"detect_pct: expected a slow-down in % between 0 and 100, got {self.detect_pct}"
             )
         if self.base_env not in BASE_ENV_MODES:
             raise BenchInputError(
@@ -486,8 +507,31 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
             on_run=None if progress is None else progress.run_finished,
             duet=split,
         )
-        head_df = _side_results(runs.head, clock_runs.head if clock_runs else None)
-        base_df = _side_results(runs.base, clock_runs.base if clock_runs else None)
+        extend_runs = None
+        extend = _to_extend(judge, runs, wall_repeats, config) if split else {}
+        if extend:
+            # the cases whose pair spread needs more pairs than the others: duets of
+            # their own, appended pair by pair to the first ones
+            extra = max(extend.values()) - wall_repeats
+            if progress is not None:
+                progress.extend_started(set_name, len(extend), 2 * extra)
+            extend_runs = run_interleaved(
+                set_name=set_name,
+                sides=sides,
+                runs_dir=cache / "runs" / f"{set_name}-extend",
+                repeats=extra,
+                settings=config.effective_settings,
+                environ=_on_clock_env(environ, "wall"),
+                on_run=None if progress is None else progress.run_finished,
+                select=list(extend),
+                duet=True,
+            )
+        wall = {
+            side: (*getattr(runs, side), *(getattr(extend_runs, side) if extend_runs else ()))
+            for side in ("head", "base")
+        }
+        head_df = _side_results(wall["head"], clock_runs.head if clock_runs else None)
+        base_df = _side_results(wall["base"], clock_runs.base if clock_runs else None)
         if runs.skipped is not None and (head_df is None or base_df is None):
             outcomes.append(_write_skipped(out_dir, set_name, runs, base))
             continue
@@ -548,9 +592,32 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
                 confirm_runs,
                 clock_runs,
                 paired=judge.paired,
+                extend_runs=extend_runs,
+                extended=tuple(extend),
             )
         )
     return outcomes
+
+
+def _to_extend(judge, runs: SideRuns, pairs: int, config: PipelineConfig) -> dict[str, int]:
+    """``fullname → pairs`` of the wall-clock cases that need more than ``pairs`` duets
+    to detect ``config.detect_pct`` by their A/A pair spread and get there within
+    ``config.max_pairs`` (the torchrl twins, controls, are left out)."""
+    from rlpace.bench.results import load_results
+
+    if judge.duets is None or config.max_pairs <= pairs or not runs.head:
+        return {}
+    frame = _rows_on_clock(load_results(runs.head[0]), "wall")
+    plan = {}
+    for name, impl in zip(frame["fullname"], frame["impl"], strict=True):
+        if impl == "torchrl":
+            continue
+        need = judge.duets.pairs_to_detect(
+            name, config.detect_pct, start=pairs, most=config.max_pairs
+        )
+        if need is not None and need > pairs:
+            plan[name] = need
+    return plan
 
 
 def _on_clock_env(
@@ -698,6 +765,8 @@ def _write_reports(
     clock_runs: SideRuns | None = None,
     *,
     paired: bool = False,
+    extend_runs: SideRuns | None = None,
+    extended: tuple[str, ...] = (),
 ) -> SetOutcome:
     from rlpace.bench.render import GITHUB_COMMENT_LIMIT, render_report
 
@@ -733,6 +802,16 @@ def _write_reports(
             "repeats": confirm_runs.repeats,
             "benchmarks": [r.fullname for r in comparison.rows if r.confirmed is not None],
             "order": _duet_order(confirm_runs) if paired else _run_order(confirm_runs),
+        }
+    )
+    # extra duets of the cases whose pair spread needs more pairs (appended to theirs)
+    data["pipeline"]["extension"] = (
+        None
+        if extend_runs is None
+        else {
+            "repeats": extend_runs.repeats,
+            "benchmarks": list(extended),
+            "order": _duet_order(extend_runs),
         }
     )
     # the CPU-clock pass: one duet a side of the cases on the CPU clock (count tier on)
@@ -861,6 +940,9 @@ class ProgressSink:
 
     def confirm_started(self, set_name: str, benchmarks: int, runs: int) -> None:
         """``runs`` fresh processes re-run the ``benchmarks`` the first ones flagged."""
+
+    def extend_started(self, set_name: str, benchmarks: int, runs: int) -> None:
+        """``runs`` fresh processes give ``benchmarks`` wall-clock cases extra duets."""
 
     def run_finished(self, repeat: int, side: str, outcome: RunOutcome) -> None:
         """One run ended."""

@@ -100,6 +100,10 @@ class RichProgress(ProgressSink):
         flagged = f"{benchmarks} flagged benchmark{'s' if benchmarks != 1 else ''}"
         self.task = self.progress.add_task(f"{set_name} set, confirming {flagged}", total=runs)
 
+    def extend_started(self, set_name: str, benchmarks: int, runs: int) -> None:
+        cases = f"{benchmarks} wall-clock case{'s' if benchmarks != 1 else ''}"
+        self.task = self.progress.add_task(f"{set_name} set, more duets of {cases}", total=runs)
+
     def run_finished(self, repeat: int, side: str, outcome: RunOutcome) -> None:
         if self.task is not None:
             self.progress.advance(self.task)

@@ -455,6 +455,10 @@ def paired_text(comparison: Comparison) -> str:
     Example:
         >>> print(paired_text(Comparison(rows=(), paired=4)))
         Wall-clock benchmarks ran as 4 duets (base and head at the same time, a core each) and were judged pair by pair: the load both sides met cancels in each pair, and a change must beat the pairs' own spread.
+        >>> rows = tuple(BenchmarkChange(f"t::{n}", n, Verdict.UNCHANGED, method="paired", head_runs=k)
+        ...              for n, k in (("a", 4), ("b", 8), ("c", 4)))
+        >>> print(paired_text(Comparison(rows=rows, paired=8)).split("spread; ")[1])
+        1 benchmark whose A/A pairs spread wider got 4 more duets to see a smaller change.
         >>> print(paired_text(Comparison(rows=(), paired=4, duet_calibration={
         ...     "source": "reports/calibration/cpu-duets.json", "pairs": 16,
         ...     "created": "2026-12-02", "held_out_alarms": 0, "held_out_alarms_first": 5,
@@ -464,11 +468,19 @@ def paired_text(comparison: Comparison) -> str:
     """
     if not comparison.paired:
         return ""
+    runs = [r.head_runs for r in comparison.rows if r.method == "paired" and r.head_runs]
+    first = min(runs, default=comparison.paired)
     text = (
-        f"Wall-clock benchmarks ran as {_plural(comparison.paired, 'duet')} (base and head "
+        f"Wall-clock benchmarks ran as {_plural(first, 'duet')} (base and head "
         "at the same time, a core each) and were judged pair by pair: the load both sides "
         "met cancels in each pair, and a change must beat the pairs' own spread"
     )
+    more = sum(1 for n in runs if n > first)
+    if more:
+        text += (
+            f"; {_plural(more, 'benchmark')} whose A/A pairs spread wider got "
+            f"{comparison.paired - first} more duets to see a smaller change"
+        )
     pool = comparison.duet_calibration
     if not pool:
         return text + "."

@@ -152,6 +152,27 @@ class DuetCalibration:
         beyond = max(t_alpha * se, -math.log1p(-min(self.threshold, 99.0) / 100))
         return math.expm1(beyond + t_power * se) * 100
 
+    def pairs_to_detect(
+        self, fullname: str, target_pct: float, *, start: int, most: int
+    ) -> int | None:
+        """The fewest pairs, from ``start`` to ``most``, with which a ``pr`` run detects
+        a ``target_pct`` slow-down (:meth:`detectable_pct`); None when even ``most``
+        pairs do not, or without a prior.
+
+        Example:
+            >>> cal = DuetCalibration("cpu", 20, {"a": (4.3, 20), "b": (7.7, 20)},
+            ...                       repeats=4, family_size=23)
+            >>> cal.pairs_to_detect("a", 10.0, start=4, most=8)
+            5
+            >>> cal.pairs_to_detect("b", 10.0, start=4, most=8) is None
+            True
+        """
+        for n in range(max(start, 2), most + 1):
+            found = self.detectable_pct(fullname, pairs=n)
+            if math.isfinite(found) and found <= target_pct:
+                return n
+        return None
+
     def mismatch(self, machine_info: Mapping[str, Any] | None) -> dict[str, tuple[Any, Any]]:
         """``key → (pool's, this run's)`` for each machine property that differs.
 

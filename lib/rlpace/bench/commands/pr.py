@@ -40,6 +40,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="runs per side re-running what the first comparison flagged; a flag stands "
         "only if they flag it too (default 2; 0: no confirmation)",
     )
+    parser.add_argument(
+        "--max-pairs",
+        type=int,
+        default=8,
+        help="most duets a wall-clock case gets: one whose A/A pair spread needs more "
+        "than the first 2 x repeats pairs to detect 10%% gets extra duets up to this "
+        "many (default 8; 0: none)",
+    )
     parser.add_argument("--out-dir", default="reports/pr", help="where reports go")
     parser.add_argument(
         "--counts",
@@ -114,6 +122,7 @@ def main(args: argparse.Namespace) -> int:
         cache_dir=Path(args.cache_dir) if args.cache_dir else None,
         settings=settings,
         confirm=args.confirm,
+        max_pairs=args.max_pairs,
         counts=args.counts,
     )
     return run_pr_command(config, fail_on_regression=args.fail_on_regression)
