@@ -457,8 +457,8 @@ def paired_text(comparison: Comparison) -> str:
         Wall-clock benchmarks ran as 4 duets (base and head at the same time, a core each) and were judged pair by pair: the load both sides met cancels in each pair, and a change must beat the pairs' own spread.
         >>> rows = tuple(BenchmarkChange(f"t::{n}", n, Verdict.UNCHANGED, method="paired", head_runs=k)
         ...              for n, k in (("a", 4), ("b", 8), ("c", 4)))
-        >>> print(paired_text(Comparison(rows=rows, paired=8)).split("spread; ")[1])
-        1 benchmark whose A/A pairs spread wider got 4 more duets to see a smaller change.
+        >>> print(paired_text(Comparison(rows=rows, paired=8)).split("spread. ")[1])
+        1 benchmark whose A/A pairs spread wider got 4 more duets, to see a smaller change.
         >>> print(paired_text(Comparison(rows=(), paired=4, duet_calibration={
         ...     "source": "reports/calibration/cpu-duets.json", "pairs": 16,
         ...     "created": "2026-12-02", "held_out_alarms": 0, "held_out_alarms_first": 5,
@@ -476,14 +476,15 @@ def paired_text(comparison: Comparison) -> str:
         "met cancels in each pair, and a change must beat the pairs' own spread"
     )
     more = sum(1 for n in runs if n > first)
-    if more:
-        text += (
-            f"; {_plural(more, 'benchmark')} whose A/A pairs spread wider got "
-            f"{comparison.paired - first} more duets to see a smaller change"
-        )
+    extended = (
+        f" {_plural(more, 'benchmark')} whose A/A pairs spread wider got "
+        f"{comparison.paired - first} more duets, to see a smaller change."
+        if more
+        else ""
+    )
     pool = comparison.duet_calibration
     if not pool:
-        return text + "."
+        return text + "." + extended
     when = f", {neutralize(str(pool['created']))}" if pool.get("created") else ""
     held = ""
     if pool.get("held_out_runs"):
@@ -494,7 +495,7 @@ def paired_text(comparison: Comparison) -> str:
         )
     text += (
         f", weighed with the spread of its pairs in {pool['pairs']} A/A duets "
-        f"({_code(pool['source'])}{when}{held})."
+        f"({_code(pool['source'])}{when}{held})." + extended
     )
     mismatch = pool.get("mismatch") or {}
     if mismatch:
