@@ -41,7 +41,7 @@ from rlpace.bench.counts.toolchain import (
     find_allocator,
     find_toolchain,
 )
-from rlpace.bench.counts.verdict import compare_counts, gate_from_aa
+from rlpace.bench.counts.verdict import CountChange, compare_counts, gate_from_aa
 from rlpace.bench.counts.why import explain_regression
 from rlpace.bench.errors import EnvironmentMismatchError
 
@@ -295,6 +295,54 @@ def test_a_preloaded_allocator_reaches_the_counting_process(monkeypatch, tmp_pat
     assert env["GLIBC_TUNABLES"] is None and run.meta["allocator"] == found.identity
 
 
+def test_a_small_count_regression_not_repeated_alone_is_dropped(monkeypatch, tmp_path):
+    """Regressions under 3 % are counted again, those cases alone on both sides; one the
+    lone counts do not repeat is dropped with both figures, the others stand."""
+    from rlpace.bench.counts import tier as tier_module
+    from rlpace.bench.counts.verdict import CountChange
+
+    changes = [
+        CountChange("a", "regression", instructions_change=0.015, gate=0.01),
+        CountChange("b", "regression", instructions_change=0.02, gate=0.01),
+        CountChange("c", "regression", instructions_change=0.12, gate=0.01),
+        CountChange("d", "same", instructions_change=0.001, gate=0.01),
+    ]
+    seen = {}
+
+    def count_alone(jobs, *, settings, on_case=None):
+        seen["select"], seen["keyword"] = settings.select, settings.keyword
+        seen["outputs"] = [job.output for job in jobs]
+        return [CountRun({}, ()), CountRun({}, ())]
+
+    def judge(head, base):
+        return [
+            CountChange("a", "same", instructions_change=0.001, gate=0.01),
+            CountChange("b", "regression", instructions_change=0.021, gate=0.01),
+        ]
+
+    monkeypatch.setattr(tier_module, "count_trees", count_alone)
+    jobs = [
+        CountJob(tmp_path, tmp_path / "o" / "base.json"),
+        CountJob(tmp_path, tmp_path / "o" / "head.json"),
+    ]
+    kept, recounted = tier_module._recount_small(
+        changes, jobs, CountSettings(keyword="not torchrl"), None, judge
+    )
+    assert recounted == ("a", "b") and seen["select"] == ("a*", "b*") and seen["keyword"] is None
+    assert [o.parent.name for o in seen["outputs"]] == ["alone", "alone"]
+    verdicts = {c.test_id: c for c in kept}
+    assert verdicts["a"].verdict == "same"
+    assert "other cases +1.50%, alone +0.10% (gate 1.00%)" in verdicts["a"].reason
+    assert [verdicts[t].verdict for t in "bcd"] == ["regression", "regression", "same"]
+
+    def unavailable(jobs, *, settings, on_case=None):
+        raise CountUnavailable("valgrind vanished")
+
+    monkeypatch.setattr(tier_module, "count_trees", unavailable)
+    kept, _ = tier_module._recount_small(changes, jobs, None, None, judge)
+    assert kept == changes  # the first verdicts stand
+
+
 def test_missing_valgrind_falls_back_to_timing_with_a_plain_message(monkeypatch, tmp_path, capsys):
     monkeypatch.setattr(shutil, "which", lambda name: None)
     with pytest.raises(CountUnavailable, match="valgrind is not installed.*falls back to timing"):
@@ -501,6 +549,17 @@ def test_the_comment_shows_count_and_time_side_by_side_and_why():
     assert "<details><summary>Why did a regress? (+30,000 instructions per call)" in text
     assert "| `rlpace/data/_buffer.py:_check` | 0 | 64 |" in text
     assert "- w: waits: 3%" in text
+    # a small regression the lone recount did not repeat: listed with both figures
+    dropped = CountChange(
+        "a", "same", 1e6, 1.0015e6, 0.0015, gate=0.01,
+        reason="counted among the other cases +1.47%, alone +0.21% (gate 1.00%): what ran "
+        "before it moved it, not the change",
+    )  # fmt: skip
+    recounted = CountTier(changes=(dropped,), wall_s=90, recounted=("a",))
+    text = render_report({"cpu": apply_count_tier(timing, recounted)}, title="PR")
+    assert "_1 count regression under 3 % counted again, each case alone on both sides" in text
+    assert "1 not repeated, dropped._" in text
+    assert "- a: counted among the other cases +1.47%, alone +0.21% (gate 1.00%)" in text
     off = apply_count_tier(timing, CountTier(unavailable="valgrind is not installed"))
     assert "_Count tier off: valgrind is not installed._" in render_report({"cpu": off})
     assert "Counts (instructions" not in render_report({"cpu": timing})
