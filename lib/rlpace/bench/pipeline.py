@@ -515,17 +515,10 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
             extra = max(extend.values()) - wall_repeats
             if progress is not None:
                 progress.extend_started(set_name, len(extend), 2 * extra)
-            extend_runs = run_interleaved(
-                set_name=set_name,
-                sides=sides,
-                runs_dir=cache / "runs" / f"{set_name}-extend",
-                repeats=extra,
-                settings=config.effective_settings,
-                environ=_on_clock_env(environ, "wall"),
-                on_run=None if progress is None else progress.run_finished,
-                select=list(extend),
-                duet=True,
-            )
+            extend_runs = _again(
+                set_name, sides, cache, config, progress, "extend", list(extend), extra,
+                _on_clock_env(environ, "wall"), duet=True,
+            )  # fmt: skip
         wall = {
             side: (*getattr(runs, side), *(getattr(extend_runs, side) if extend_runs else ()))
             for side in ("head", "base")
@@ -558,17 +551,10 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
             confirm_repeats = judge.confirm_runs * (2 if judge.paired else 1)
             if progress is not None:
                 progress.confirm_started(set_name, len(names), 2 * confirm_repeats)
-            confirm_runs = run_interleaved(
-                set_name=set_name,
-                sides=sides,
-                runs_dir=cache / "runs" / f"{set_name}-confirm",
-                repeats=confirm_repeats,
-                settings=config.effective_settings,
-                environ=environ,
-                on_run=None if progress is None else progress.run_finished,
-                select=names,
-                duet=judge.paired,
-            )
+            confirm_runs = _again(
+                set_name, sides, cache, config, progress, "confirm", names, confirm_repeats,
+                environ, duet=judge.paired,
+            )  # fmt: skip
             comparison = judge.confirm(
                 comparison,
                 merge_runs([load_results(p) for p in confirm_runs.head]),
@@ -597,6 +583,34 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
             )
         )
     return outcomes
+
+
+def _again(
+    set_name: str,
+    sides: Mapping[str, tuple[Path, Path]],
+    cache: Path,
+    config: PipelineConfig,
+    progress: ProgressSink | None,
+    stage: str,
+    names: list[str],
+    repeats: int,
+    environ: Mapping[str, Mapping[str, str]],
+    *,
+    duet: bool,
+) -> SideRuns:
+    """Fresh runs of just ``names`` after the first ones (extra duets, a confirmation),
+    into ``<cache>/runs/<set>-<stage>``."""
+    return run_interleaved(
+        set_name=set_name,
+        sides=sides,
+        runs_dir=cache / "runs" / f"{set_name}-{stage}",
+        repeats=repeats,
+        settings=config.effective_settings,
+        environ=environ,
+        on_run=None if progress is None else progress.run_finished,
+        select=names,
+        duet=duet,
+    )
 
 
 def _to_extend(judge, runs: SideRuns, pairs: int, config: PipelineConfig) -> dict[str, int]:
