@@ -5,8 +5,9 @@ Callgrind process: the counting script ``_child.py`` imports the suite once and 
 client requests around each measured call, one dump per case. This module starts that
 process with CodSpeed's settings (cache simulation with a 32 KiB 8-way I1/D1 and an
 8 MiB 16-way LL, instrumentation off at start, ``setarch -R`` for a fixed address
-layout where the kernel allows it, ``PYTHONHASHSEED=0``, one thread, pymalloc and jemalloc
-as allocators, :func:`~rlpace.bench.counts.toolchain.find_allocator`), follows its progress file, stops it when a case runs past
+layout where the kernel allows it, ``PYTHONHASHSEED=0``, one thread, pymalloc and a
+tuned glibc ``malloc``: :func:`~rlpace.bench.counts.toolchain.find_allocator`), follows
+its progress file, stops it when a case runs past
 :attr:`CountSettings.case_timeout` (that case is ``timed-out``; a fresh process goes on
 with the next), and joins the dumps to the cases. :func:`count_trees` counts several
 trees side by side, one process each: counts do not depend on load, so base and head
