@@ -311,6 +311,7 @@ def test_a_small_count_regression_not_repeated_alone_is_dropped(monkeypatch, tmp
 
     def count_alone(jobs, *, settings, on_case=None):
         seen["select"], seen["keyword"] = settings.select, settings.keyword
+        seen["ids"] = settings.ids
         seen["outputs"] = [job.output for job in jobs]
         return [CountRun({}, ()), CountRun({}, ())]
 
@@ -328,7 +329,8 @@ def test_a_small_count_regression_not_repeated_alone_is_dropped(monkeypatch, tmp
     kept, recounted = tier_module._recount_small(
         changes, jobs, CountSettings(keyword="not torchrl"), None, judge
     )
-    assert recounted == ("a", "b") and seen["select"] == ("a*", "b*") and seen["keyword"] is None
+    assert recounted == ("a", "b") and seen["ids"] == ("a", "b")
+    assert seen["select"] == () and seen["keyword"] is None
     assert [o.parent.name for o in seen["outputs"]] == ["alone", "alone"]
     verdicts = {c.test_id: c for c in kept}
     assert verdicts["a"].verdict == "same"
@@ -471,6 +473,26 @@ def test_a_case_that_times_out_is_reported_and_the_rest_still_counted(tmp_path):
     assert cases["test_after"].counted
     assert cases["test_workers"].status == "not-counted"
     assert read_counts(tmp_path / "out.json").by_id()["test_hangs"].status == "timed-out"
+
+
+@needs_valgrind
+def test_exact_ids_choose_that_case_and_not_a_longer_one(tmp_path):
+    """The recount asks for exact ids: ``test_add`` must not bring ``test_add_inplace``
+    (a substring and a glob would)."""
+    suite = tmp_path / "tree" / "tests" / "benchmarks"
+    suite.mkdir(parents=True)
+    (suite / "test_ids.py").write_text(
+        "from rlpace.bench.suite import case\n\n\n"
+        "@case()\ndef test_add():\n    return lambda: None\n\n\n"
+        "@case()\ndef test_add_inplace():\n    return lambda: None\n",
+        "utf-8",
+    )
+    exact = CountSettings(ids=("test_add",))
+    run = count_tree(tmp_path / "tree", tmp_path / "out.json", settings=exact)
+    assert [c.test_id for c in run.cases] == ["test_add"]
+    both = CountSettings(select=("test_add",))
+    run = count_tree(tmp_path / "tree", tmp_path / "out2.json", settings=both)
+    assert [c.test_id for c in run.cases] == ["test_add", "test_add_inplace"]
 
 
 @needs_valgrind

@@ -269,10 +269,13 @@ def main(spec_path: str) -> int:
         _emit(progress, event="fatal", reason=f"{type(exc).__name__}: {exc} ({tail})")
         return 3
     done = set(spec.get("skip", []))
+    exact = set(spec.get("ids", []))
     plan = []
     for c in cases:
         for params in c.grid("cpu"):
             test_id = c.test_id(**params)
+            if exact and test_id not in exact:
+                continue
             if _matches(test_id, spec.get("select", [])) and _keyword_matches(
                 test_id, spec.get("keyword")
             ):

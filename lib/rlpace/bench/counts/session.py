@@ -96,6 +96,10 @@ class CountSettings:
     process profiles only the cases a comparison flags, never under Valgrind)."""
     select: tuple[str, ...] = ()
     """Test-id patterns (globs, or substrings) choosing cases; empty: all of them."""
+    ids: tuple[str, ...] = ()
+    """Exact test ids; when given, only these are counted (with ``select`` and
+    ``keyword`` still applied). A pattern cannot say "this id and no longer one":
+    ``test_add`` is a substring of ``test_add_inplace``."""
     keyword: str | None = None
     """A pytest ``-k`` expression over test ids (words as substrings; ``and``, ``or``,
     ``not``, parentheses), applied with ``select``."""
@@ -405,6 +409,7 @@ def _spec(
         "shim": shim,
         "progress": str(paths.progress),
         "select": list(settings.select),
+        "ids": list(settings.ids),
         "keyword": settings.keyword,
         "skip": list(skip),
         "warmup": settings.warmup,

@@ -233,8 +233,7 @@ def _recount_small(
     if not small:
         return changes, ()
     alone = [replace(j, output=j.output.parent / "alone" / j.output.name) for j in jobs]
-    # an exact id as a glob: the child escapes "[", and an id ends with its "]"
-    lone = replace(settings or CountSettings(), select=tuple(f"{t}*" for t in small), keyword=None)
+    lone = replace(settings or CountSettings(), select=(), ids=small, keyword=None)
     try:
         base, head = count_trees(alone, settings=lone, on_case=on_case)
     except CountUnavailable:
