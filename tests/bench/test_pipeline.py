@@ -372,7 +372,9 @@ def test_a_flag_the_confirmation_does_not_repeat_is_noise(tmp_path, monkeypatch,
     data = json.loads((out_dir / "cpu.json").read_text())
     touched = next(r for r in data["rows"] if r["name"] == "test_touched")
     assert touched["verdict"] == "unchanged" and touched["confirmed"] is False
-    assert touched["median_change_pct"] < -25 and abs(touched["confirm_change_pct"]) < 25
+    # far from the first runs' slow-down (the confirmation is an A/A of a tiny case, whose
+    # spread on a loaded machine can pass 25 %: a bound on it would test the machine)
+    assert touched["median_change_pct"] < -50 < touched["confirm_change_pct"]
     assert touched["note"].startswith(
         f"not confirmed: {touched['median_change_pct']:+.1f}% here, "
     ) and touched["note"].endswith("in 2 more runs a side")
@@ -433,13 +435,19 @@ def test_with_counts_on_wall_clock_cases_run_as_duets_judged_pair_by_pair(
     assert steady["verdict"] == "unchanged"
     assert touched["median_change_pct"] < -25
     # 6 % pair spread: 10 % needs 6 pairs (detectable 12.2 % with 4); 2 %: 4 suffice
-    extension = data["pipeline"]["extension"]
-    assert extension["benchmarks"] == ["tests/benchmarks/test_tiny.py::test_steady"]
-    assert extension["repeats"] == 2 and len(extension["order"]) == 4
+    # the first 2 pairs ran everything, 2 more every case but a torchrl twin (none
+    # here), and 2 more the case that needs them
+    stages = data["pipeline"]["extension"]
+    both = [
+        "tests/benchmarks/test_tiny.py::test_steady",
+        "tests/benchmarks/test_tiny.py::test_touched",
+    ]
+    assert [s["benchmarks"] for s in stages] == [both, both[:1]]
+    assert [s["repeats"] for s in stages] == [2, 2] and len(stages[1]["order"]) == 4
     assert (steady["head_runs"], touched["head_runs"]) == (6, 4)
     assert data["paired"] == 6 and data["pipeline"]["paired"] is True
     pairs = [f"{side}-{k}" for k in range(4) for side in ("base", "head")]
-    assert data["pipeline"]["order"] == pairs
+    assert data["pipeline"]["order"] == pairs[:4]
     # the confirmation: twice confirm's runs, as duets (a pair costs one run's time)
     assert data["pipeline"]["confirmation"]["order"] == pairs
     comment = (tiny_repo / "reports" / "pr" / "cpu.md").read_text()
@@ -447,12 +455,11 @@ def test_with_counts_on_wall_clock_cases_run_as_duets_judged_pair_by_pair(
     assert "1 benchmark whose A/A pairs spread wider got 2 more duets, to see" in comment
     assert "4 more runs a side, as duets, judged pair by pair; it was flagged again" in comment
     assert "weighed with the spread of its pairs in 12 A/A duets" in comment
-    runs, extra = tmp_path / "cache" / "runs" / "cpu", tmp_path / "cache" / "runs" / "cpu-extend"
+    runs = tmp_path / "cache" / "runs"
 
     def files(side: str) -> list[str]:
-        return [str(runs / f"{side}-{k}.json") for k in range(4)] + [
-            str(extra / f"{side}-{k}.json") for k in range(2)
-        ]
+        return [str(runs / stage / f"{side}-{k}.json") for stage in
+                ("cpu", "cpu-extend-1", "cpu-extend-2") for k in range(2)]  # fmt: skip
 
     again = tmp_path / "compare.json"
     code = cli_main(
@@ -600,7 +607,8 @@ def test_pr_judges_counted_cases_by_counts_and_times_them_once_a_side(tmp_path, 
     assert rows["test_on_the_clock"]["count_verdict"] == "not-counted"
     assert data["count_tier"]["counted"] == 2 and data["count_tier"]["unavailable"] is None
 
-    # the CPU-clock cases ran once a side, as a duet; the wall-clock one in four duets
+    # the CPU-clock cases ran once a side, as a duet; the wall-clock one in four duets,
+    # two with the whole set, two more of it alone (the stage after the first pairs)
     def names(path):
         ran = json.loads(path.read_text())["benchmarks"]
         return sorted(b["name"] for b in ran)
@@ -609,14 +617,20 @@ def test_pr_judges_counted_cases_by_counts_and_times_them_once_a_side(tmp_path, 
     assert sorted(p.name for p in clock.glob("*.json")) == ["base-0.json", "head-0.json"]
     assert names(clock / "head-0.json") == ["test_computes", "test_untouched"]
     for side in ("base", "head"):
-        for k in range(4):
-            assert names(runs / f"{side}-{k}.json") == ["test_on_the_clock"]
+        for stage in (runs, runs.with_name("cpu-extend-1")):
+            for k in range(2):
+                assert names(stage / f"{side}-{k}.json") == ["test_on_the_clock"]
     assert data["pipeline"]["cpu_clock"] == {
         "repeats": 1,
         "duet": True,
         "order": ["base-0", "head-0"],
     }
-    assert data["pipeline"]["order"] == [f"{s}-{k}" for k in range(4) for s in ("base", "head")]
+    order = [f"{s}-{k}" for k in range(2) for s in ("base", "head")]
+    assert data["pipeline"]["order"] == order
+    assert data["pipeline"]["extension"] == [
+        {"repeats": 2, "benchmarks": ["tests/benchmarks/test_tiny.py::test_on_the_clock"],
+         "order": order}
+    ]  # fmt: skip
     assert rows["test_on_the_clock"]["method"] == "paired" and data["paired"] == 4
     # "why": the function that grew, by Python call counts from a plain process
     causes = computes["count_causes"]
@@ -690,3 +704,43 @@ def test_an_unknown_clock_for_the_suite_is_refused_with_the_fix(tmp_path):
     assert (
         "RLPACE_BENCH_TIMER: expected cpu or wall, got 'sundial'; unset it or fix the value" in said
     )
+
+
+def test_extension_stages_leave_the_controls_at_the_first_pairs(write_json):
+    """After the first pairs, every wall-clock case but the torchrl twins gets the
+    planned pairs, and one whose A/A pair spread needs more gets them in later stages
+    of only the cases still short; a case that could not reach the target within
+    ``max_pairs`` gets no more than the others; CPU-clock rows are not extended."""
+    from types import SimpleNamespace
+
+    from rlpace.bench.calibration import DuetCalibration
+    from rlpace.bench.pipeline import PipelineConfig, SideRuns, _extension_stages
+
+    def row(name, impl=None, timer="wall"):
+        return {
+            "fullname": f"t.py::{name}",
+            "params": {"impl": impl} if impl else {},
+            "extra_info": {"timer": timer},
+            "stats": {"data": [1.0, 1.1, 1.0]},
+        }
+
+    first = write_json(
+        {"version": "5.1.0", "benchmarks": [row("calm", "rlpace"), row("wide", "rlpace"),
+         row("wider"), row("hopeless"), row("twin", "torchrl"), row("counted", timer="cpu")]}
+    )  # fmt: skip
+    spreads = {"calm": 2.0, "wide": 4.3, "wider": 7.7, "hopeless": 19.0, "twin": 9.0}
+    duets = DuetCalibration(
+        "cpu", 16, {f"t.py::{n}": (s, 16) for n, s in spreads.items()}, repeats=4, family_size=23
+    )
+    judge = SimpleNamespace(duets=duets)
+    runs = SideRuns("cpu", (first,), (first,))
+    stages = _extension_stages(judge, runs, 2, 4, PipelineConfig(max_pairs=16))
+    assert stages == [
+        (2, ("t.py::calm", "t.py::wide", "t.py::wider", "t.py::hopeless")),
+        (1, ("t.py::wide", "t.py::wider")),  # 4.3 % needs 5 pairs to see 10 %
+        (10, ("t.py::wider",)),  # 7.7 % needs 15
+    ]
+    # without a calibration (or with max_pairs 0): the planned pairs only, twins left out
+    plain = _extension_stages(SimpleNamespace(duets=None), runs, 2, 4, PipelineConfig())
+    assert plain == [(2, ("t.py::calm", "t.py::wide", "t.py::wider", "t.py::hopeless"))]
+    assert _extension_stages(judge, runs, 4, 4, PipelineConfig(max_pairs=0)) == []

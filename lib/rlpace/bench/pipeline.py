@@ -151,13 +151,14 @@ class PipelineConfig:
     if these runs flag it too, the same way (0: no confirmation). A whole process that
     ran slow (a burst of load, the rare slow start of a multi-process case) flags
     benchmarks in a two-run comparison; it does not repeat in fresh processes."""
-    max_pairs: int = 8
-    """Most duets a wall-clock case gets in all. With the count tier on and a duet
-    calibration at hand, a case (not a torchrl twin) whose A/A pair spread needs more
-    than the first ``2 × repeats`` pairs to detect a :attr:`detect_pct` slow-down gets
-    extra duets of its own, as many as the neediest such case needs; a case that would
-    need more than ``max_pairs`` gets none (0, or ``2 × repeats`` or fewer: no extra
-    duets)."""
+    max_pairs: int = 16
+    """Most duets a wall-clock case gets in all. With the count tier on, every
+    wall-clock case gets ``2 × repeats`` duets, the torchrl twins (negative controls)
+    only the first ``repeats`` of them; with a duet calibration at hand, a case (not a
+    twin) whose A/A pair spread needs more pairs than that to detect a
+    :attr:`detect_pct` slow-down gets as many as it needs; a case that would need more
+    than ``max_pairs`` gets none beyond ``2 × repeats`` (0, or ``2 × repeats`` or
+    fewer: no extra duets)."""
     detect_pct: float = 10.0
     """The slow-down (%) the extra duets of :attr:`max_pairs` are planned to detect at
     90 % power."""
@@ -480,9 +481,13 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
         # with the count tier on, the wall-clock cases run as duets and are judged pair
         # by pair; a pair costs one run's time, so they get twice the runs a side
         wall_repeats = 2 * config.effective_repeats if split else config.effective_repeats
+        # the negative controls (torchrl twins) run in the first half of the duets only:
+        # nothing a PR changes moves them, they cost 70 % of a pair, and their spread
+        # over these pairs is all the control floor needs; the rest get the time
+        first_pairs = config.effective_repeats if split else wall_repeats
         judge = replace(judge, paired=split)
         if progress is not None:
-            progress.set_started(set_name, 2 * wall_repeats + (2 if split else 0))
+            progress.set_started(set_name, 2 * first_pairs + (2 if split else 0))
         clock_runs = None
         if split:
             clock_runs = run_interleaved(
@@ -500,27 +505,30 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
             set_name=set_name,
             sides=sides,
             runs_dir=cache / "runs" / set_name,
-            repeats=wall_repeats,
+            repeats=first_pairs,
             settings=config.effective_settings,
             keyword=config.effective_keyword,
             environ=_on_clock_env(environ, "wall") if split else environ,
             on_run=None if progress is None else progress.run_finished,
             duet=split,
         )
-        extend_runs = None
-        extend = _to_extend(judge, runs, wall_repeats, config) if split else {}
-        if extend:
-            # the cases whose pair spread needs more pairs than the others: duets of
-            # their own, appended pair by pair to the first ones
-            extra = max(extend.values()) - wall_repeats
+        stages = _extension_stages(judge, runs, first_pairs, wall_repeats, config) if split else []
+        extension: list[tuple[SideRuns, tuple[str, ...]]] = []
+        if stages:
+            # duets of just the cases that need more pairs, appended pair by pair to
+            # the first ones; each stage drops the cases that have enough
             if progress is not None:
-                progress.extend_started(set_name, len(extend), 2 * extra)
-            extend_runs = _again(
-                set_name, sides, cache, config, progress, "extend", list(extend), extra,
-                _on_clock_env(environ, "wall"), duet=True,
-            )  # fmt: skip
+                progress.extend_started(
+                    set_name, len(stages[0][1]), 2 * sum(pairs for pairs, _ in stages)
+                )
+            for i, (pairs, names) in enumerate(stages, start=1):
+                stage_runs = _again(
+                    set_name, sides, cache, config, progress, f"extend-{i}", list(names),
+                    pairs, _on_clock_env(environ, "wall"), duet=True,
+                )  # fmt: skip
+                extension.append((stage_runs, names))
         wall = {
-            side: (*getattr(runs, side), *(getattr(extend_runs, side) if extend_runs else ()))
+            side: (*getattr(runs, side), *(p for r, _ in extension for p in getattr(r, side)))
             for side in ("head", "base")
         }
         head_df = _side_results(wall["head"], clock_runs.head if clock_runs else None)
@@ -578,8 +586,7 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
                 confirm_runs,
                 clock_runs,
                 paired=judge.paired,
-                extend_runs=extend_runs,
-                extended=tuple(extend),
+                extension=extension,
             )
         )
     return outcomes
@@ -613,25 +620,42 @@ def _again(
     )
 
 
-def _to_extend(judge, runs: SideRuns, pairs: int, config: PipelineConfig) -> dict[str, int]:
-    """``fullname → pairs`` of the wall-clock cases that need more than ``pairs`` duets
-    to detect ``config.detect_pct`` by their A/A pair spread and get there within
-    ``config.max_pairs`` (the torchrl twins, controls, are left out)."""
+def _extension_stages(
+    judge, runs: SideRuns, first: int, pairs: int, config: PipelineConfig
+) -> list[tuple[int, tuple[str, ...]]]:
+    """``(pairs, fullnames)`` stages of duets after the ``first`` ones, in order.
+
+    Every wall-clock case but the torchrl twins (the negative controls) gets ``pairs``
+    duets in all; one whose A/A pair spread needs more to detect ``config.detect_pct``
+    gets as many as it needs when that is within ``config.max_pairs``. A stage runs the
+    cases that still need pairs, as many pairs as the least needy of them lacks.
+
+    Example:
+        >>> _extension_stages(None, SideRuns("cpu", (), ()), 2, 4, PipelineConfig())
+        []
+    """
+    from rlpace.bench.controls import CONTROL_IMPL
     from rlpace.bench.results import load_results
 
-    if judge.duets is None or config.max_pairs <= pairs or not runs.head:
-        return {}
+    if not runs.head:
+        return []
     frame = _rows_on_clock(load_results(runs.head[0]), "wall")
-    plan = {}
+    need: dict[str, int] = {}
     for name, impl in zip(frame["fullname"], frame["impl"], strict=True):
-        if impl == "torchrl":
+        if impl == CONTROL_IMPL:
             continue
-        need = judge.duets.pairs_to_detect(
-            name, config.detect_pct, start=pairs, most=config.max_pairs
-        )
-        if need is not None and need > pairs:
-            plan[name] = need
-    return plan
+        more = None
+        if judge.duets is not None and config.max_pairs > pairs:
+            more = judge.duets.pairs_to_detect(
+                name, config.detect_pct, start=pairs, most=config.max_pairs
+            )
+        if max(pairs, more or 0) > first:
+            need[name] = max(pairs, more or 0)
+    stages, done = [], first
+    for level in sorted(set(need.values())):
+        stages.append((level - done, tuple(n for n, k in need.items() if k >= level)))
+        done = level
+    return stages
 
 
 def _on_clock_env(
@@ -779,8 +803,7 @@ def _write_reports(
     clock_runs: SideRuns | None = None,
     *,
     paired: bool = False,
-    extend_runs: SideRuns | None = None,
-    extended: tuple[str, ...] = (),
+    extension: Sequence[tuple[SideRuns, tuple[str, ...]]] = (),
 ) -> SetOutcome:
     from rlpace.bench.render import GITHUB_COMMENT_LIMIT, render_report
 
@@ -818,16 +841,11 @@ def _write_reports(
             "order": _duet_order(confirm_runs) if paired else _run_order(confirm_runs),
         }
     )
-    # extra duets of the cases whose pair spread needs more pairs (appended to theirs)
-    data["pipeline"]["extension"] = (
-        None
-        if extend_runs is None
-        else {
-            "repeats": extend_runs.repeats,
-            "benchmarks": list(extended),
-            "order": _duet_order(extend_runs),
-        }
-    )
+    # the duets after the first ones, stage by stage (appended to each case's pairs)
+    data["pipeline"]["extension"] = [
+        {"repeats": r.repeats, "benchmarks": list(names), "order": _duet_order(r)}
+        for r, names in extension
+    ]
     # the CPU-clock pass: one duet a side of the cases on the CPU clock (count tier on)
     data["pipeline"]["cpu_clock"] = (
         None

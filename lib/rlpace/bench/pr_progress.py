@@ -57,7 +57,8 @@ class RichProgress(ProgressSink):
         self.console.print(
             f"base {base.ref} = {base.short} in {base.tree} ({base.env_mode} environment); "
             f"{config.effective_repeats} runs per side, ABBA (with the count tier on, the "
-            f"wall-clock cases run {2 * config.effective_repeats} duets instead)"
+            f"wall-clock cases run {2 * config.effective_repeats} duets instead, the torchrl "
+            f"twins {config.effective_repeats})"
         )
 
     def set_started(self, set_name: str, runs: int) -> None:

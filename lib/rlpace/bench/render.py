@@ -35,6 +35,7 @@ from typing import Any
 
 from rlpace.bench import units
 from rlpace.bench.compare import BenchmarkChange, Comparison, Verdict
+from rlpace.bench.controls import CONTROL_IMPL
 from rlpace.bench.errors import BenchInputError
 from rlpace.bench.markdown_safe import COMMENT_LIMIT, cap, code_span, neutralize
 from rlpace.bench.provenance import comparison_warnings, describe_run
@@ -459,6 +460,10 @@ def paired_text(comparison: Comparison) -> str:
         ...              for n, k in (("a", 4), ("b", 8), ("c", 4)))
         >>> print(paired_text(Comparison(rows=rows, paired=8)).split("spread. ")[1])
         1 benchmark whose A/A pairs spread wider got 4 more duets, to see a smaller change.
+        >>> rows += (BenchmarkChange("t::d", "d", Verdict.UNCHANGED, method="paired",
+        ...                          head_runs=2, impl="torchrl"),)
+        >>> print(paired_text(Comparison(rows=rows, paired=8)).split(") and")[0])
+        Wall-clock benchmarks ran as 4 duets (base and head at the same time, a core each; the torchrl twins, negative controls, in the first 2
         >>> print(paired_text(Comparison(rows=(), paired=4, duet_calibration={
         ...     "source": "reports/calibration/cpu-duets.json", "pairs": 16,
         ...     "created": "2026-12-02", "held_out_alarms": 0, "held_out_alarms_first": 5,
@@ -468,17 +473,25 @@ def paired_text(comparison: Comparison) -> str:
     """
     if not comparison.paired:
         return ""
-    runs = [r.head_runs for r in comparison.rows if r.method == "paired" and r.head_runs]
-    first = min(runs, default=comparison.paired)
+    paired = [r for r in comparison.rows if r.method == "paired" and r.head_runs]
+    runs = [r.head_runs for r in paired if r.impl != CONTROL_IMPL]
+    controls = [r.head_runs for r in paired if r.impl == CONTROL_IMPL]
+    first = min(runs or controls, default=comparison.paired)
+    fewer = (
+        f"; the {CONTROL_IMPL} twins, negative controls, in the first {max(controls)}"
+        if controls and max(controls) < first
+        else ""
+    )
     text = (
         f"Wall-clock benchmarks ran as {_plural(first, 'duet')} (base and head "
-        "at the same time, a core each) and were judged pair by pair: the load both sides "
-        "met cancels in each pair, and a change must beat the pairs' own spread"
+        f"at the same time, a core each{fewer}) and were judged pair by pair: the load "
+        "both sides met cancels in each pair, and a change must beat the pairs' own spread"
     )
-    more = sum(1 for n in runs if n > first)
+    more = sorted({n - first for n in runs if n > first})
     extended = (
-        f" {_plural(more, 'benchmark')} whose A/A pairs spread wider got "
-        f"{comparison.paired - first} more duets, to see a smaller change."
+        f" {_plural(sum(1 for n in runs if n > first), 'benchmark')} whose A/A pairs "
+        f"spread wider got {more[0] if len(more) == 1 else f'{more[0]}-{more[-1]}'} more "
+        "duets, to see a smaller change."
         if more
         else ""
     )
