@@ -156,3 +156,26 @@ def test_binomial_upper_bound_matches_the_exact_zero_case_and_refuses_bad_counts
         binomial_upper_bound(5, 4)
     with pytest.raises(ValueError, match="confidence: expected a probability in"):
         binomial_upper_bound(1, 4, confidence=95)
+
+
+def test_a_benchmark_whose_pairs_disown_their_prior_is_judged_on_its_own_spread():
+    """The medians (ms) of an A/A ``make bench`` on 2026-12-02, where
+    ``collector_with_rb[rlpace-single]`` jumped between ~6 and ~11 ms from process to
+    process: its prior (1 % pair spread, 16 A/A pairs of another day) made -23 % look
+    certain (p ~ 1e-9); on its own 4 pairs it is not significant at the Bonferroni
+    level of 23 benchmarks. A calm benchmark keeps the prior's strength."""
+    head, base = [11.52, 8.92, 9.50, 10.26], [10.51, 6.30, 6.65, 7.91]
+    prior = (0.0098**2, 16)
+    mean, half, _, p = stats.paired_run_test(head, base, alpha=0.05 / 23, prior=prior)
+    assert math.expm1(mean) > 0.25 and half > mean and p > 0.05 / 23
+    d = np.log(np.array(head) / np.array(base))
+    assert stats.prior_conflict(float(d.var(ddof=1)), 3, prior)
+    # what the prior alone would have said (the moderated variance of before)
+    shrunk = (16 * prior[0] + 3 * d.var(ddof=1)) / 19
+    assert 2 * sp.t.sf(d.mean() / math.sqrt(shrunk / 4), 19) < 1e-6
+    calm_head = [1.010, 1.022, 1.003, 1.015]  # pairs within ~1 %: the prior stands
+    _, _, _, p_calm = stats.paired_run_test(calm_head, [1.0] * 4, prior=prior)
+    own = np.log(calm_head)
+    assert not stats.prior_conflict(float(own.var(ddof=1)), 3, prior)
+    _, _, _, p_own = stats.paired_run_test(calm_head, [1.0] * 4)
+    assert p_calm < p_own  # the prior's degrees of freedom still sharpen a calm row

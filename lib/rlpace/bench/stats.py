@@ -34,6 +34,7 @@ __all__ = [
     "minimal_detectable_change",
     "paired_log_variance",
     "paired_run_test",
+    "prior_conflict",
     "robust_location_spread",
     "robust_relative_spread",
     "run_level_noise",
@@ -384,12 +385,51 @@ def fit_variance_prior(
     return math.exp(mean + float(digamma(d0 / 2)) - math.log(d0 / 2)), d0
 
 
+PRIOR_CONFLICT_P = 0.001
+"""The level at which a benchmark's own variance disowns its prior (see
+:func:`prior_conflict`)."""
+
+
+def prior_conflict(variance: float, df: float, prior: tuple[float, float] | None) -> bool:
+    """Whether a benchmark's own variance ``s²`` (on ``df`` degrees of freedom) is too
+    large for its prior ``(s0², d0)``: beyond the ``1 − PRIOR_CONFLICT_P`` quantile of
+    ``s0² · F(df, d0)`` (``s0² · χ²(df) / df`` for an infinite ``d0``), the law ``s²``
+    follows when the prior describes this run.
+
+    A prior from A/A pairs of another day lends a benchmark many degrees of freedom; on
+    a machine where that benchmark now jumps between two speeds from process to
+    process, the shrunk variance would still be the calm day's, and a change of a few
+    pairs read as certain: an A/A ``make bench`` flagged (and confirmed)
+    ``collector_with_rb[rlpace-single]`` at -23 % so, its pairs spreading 12 % against
+    a prior of 1 %. Such a benchmark is judged on its own variance instead (the idea of
+    Phipson et al., "Robust hyperparameter estimation protects against hypervariable
+    genes", Ann. Appl. Stat. 2016, reduced to all or nothing); it only ever widens a
+    test.
+
+    Example:
+        >>> prior = (0.0098**2, 16)
+        >>> prior_conflict(0.012**2, 3, prior), prior_conflict(0.123**2, 3, prior)
+        (False, True)
+    """
+    if prior is None or not (df > 0 and math.isfinite(variance)):
+        return False
+    s0, d0 = prior
+    if not s0 > 0:
+        return variance > 0
+    if math.isinf(d0):
+        ratio = float(_sp.chi2.isf(PRIOR_CONFLICT_P, df)) / df
+    else:
+        ratio = float(_sp.f.isf(PRIOR_CONFLICT_P, df, d0))
+    return variance > s0 * ratio
+
+
 def _moderated(
     variance: float, df: float, prior: tuple[float, float] | None
 ) -> tuple[float, float]:
     """A variance shrunk toward the prior ``(s0², d0)``: ``(d0·s0² + d·s²) / (d0 + d)`` on
-    ``d0 + d`` degrees of freedom (an infinite ``d0``: the prior's, on a large number)."""
-    if prior is None:
+    ``d0 + d`` degrees of freedom (an infinite ``d0``: the prior's, on a large number);
+    its own when it disowns the prior (:func:`prior_conflict`)."""
+    if prior is None or prior_conflict(variance, df, prior):
         return variance, df
     s0, d0 = prior
     if math.isinf(d0):
