@@ -8,6 +8,7 @@ head once), about 10-20 s on two cores.
 
 from __future__ import annotations
 
+import ast
 import json
 import shutil
 import textwrap
@@ -493,6 +494,35 @@ def test_exact_ids_choose_that_case_and_not_a_longer_one(tmp_path):
     both = CountSettings(select=("test_add",))
     run = count_tree(tmp_path / "tree", tmp_path / "out2.json", settings=both)
     assert [c.test_id for c in run.cases] == ["test_add", "test_add_inplace"]
+
+
+@needs_valgrind
+def test_the_counting_process_gets_an_empty_temporary_folder_of_its_own(tmp_path):
+    """What a case finds in the temporary folder must not depend on the machine's
+    ``/tmp`` (a memmap buffer's janitor scans it): each side gets ``<stem>.tmp``."""
+    suite = tmp_path / "tree" / "tests" / "benchmarks"
+    suite.mkdir(parents=True)
+    (suite / "test_tmp.py").write_text(
+        "import os, tempfile\nfrom pathlib import Path\n"
+        "from rlpace.bench.suite import case\n\n\n"
+        '@case(timer="cpu")\ndef test_tmp():\n'
+        '    Path(os.environ["SEEN"]).write_text(tempfile.gettempdir() + "|" + '
+        "str(sorted(os.listdir(tempfile.gettempdir()))))\n"
+        "    return lambda: sum(range(100))\n",
+        "utf-8",
+    )
+    seen = tmp_path / "seen.txt"
+    (tmp_path / "head.tmp").mkdir()
+    (tmp_path / "head.tmp" / "left-over").touch()  # emptied first
+    run = count_tree(
+        tmp_path / "tree", tmp_path / "head.json", environ={"SEEN": str(seen)},
+        settings=CountSettings(python_calls=0),
+    )  # fmt: skip
+    assert run.by_id()["test_tmp"].counted
+    folder, _, entries = seen.read_text().partition("|")
+    assert folder == str(tmp_path / "head.tmp")
+    assert "left-over" not in entries  # only Valgrind's own vgdb pipes, if any
+    assert all(name.startswith("vgdb-") for name in ast.literal_eval(entries))
 
 
 @needs_valgrind
