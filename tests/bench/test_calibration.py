@@ -412,9 +412,11 @@ def test_a_confirmation_clears_the_flags_of_rare_slow_processes_and_keeps_real_o
     for (a, b), (ca, cb) in zip(cal.draws, cal.confirm_draws, strict=True):
         # a confirmation runs other processes than the comparison it confirms
         assert len(ca) == len(cb) == 2 and not ({*a, *b} & {*ca, *cb}) and not set(ca) & set(cb)
-    # before confirmation, the comparisons holding the slow process flag it
+    # before confirmation, only comparisons holding the slow process may flag it (most
+    # do not any more: a side whose two runs differ by 60 % disowns the calibrated
+    # prior, rlpace.bench.stats.prior_conflict, and its own 2 df leave a wide gate)
     with_slow = sum(1 for a, b in cal.draws if slow_runs & {*a, *b})
-    assert round(cal.false_alarm_rate_first * 32) >= with_slow >= 1, md_table(cal)
+    assert with_slow >= 1 and round(cal.false_alarm_rate_first * 32) <= with_slow, md_table(cal)
     # the slow process does not come back in the confirmation, so nothing stands
     assert cal.false_alarm_rate_calibrated == 0.0, md_table(cal)
     assert "before confirmation" in md_table(cal)
@@ -424,6 +426,7 @@ def test_a_confirmation_clears_the_flags_of_rare_slow_processes_and_keeps_real_o
     back = read_calibration_from(cal)
     assert (back.confirm, back.confirm_draws) == (2, cal.confirm_draws)
     assert math.isclose(back.false_alarm_rate_first, cal.false_alarm_rate_first)
-    # without a confirmation the same pool cries wolf
+    # without a confirmation, what stands is what the first comparisons flagged
     single = analyse_pool(replace(config, confirm=0), clean, slow)
-    assert single.false_alarm_rate_calibrated > 0 and math.isnan(single.false_alarm_rate_first)
+    assert math.isnan(single.false_alarm_rate_first)
+    assert math.isclose(single.false_alarm_rate_calibrated, cal.false_alarm_rate_first)
