@@ -711,8 +711,6 @@ def test_extension_stages_leave_the_controls_at_the_first_pairs(write_json):
     planned pairs, and one whose A/A pair spread needs more gets them in later stages
     of only the cases still short; a case that could not reach the target within
     ``max_pairs`` gets no more than the others; CPU-clock rows are not extended."""
-    from types import SimpleNamespace
-
     from rlpace.bench.calibration import DuetCalibration
     from rlpace.bench.pipeline import PipelineConfig, SideRuns, _extension_stages
 
@@ -732,15 +730,14 @@ def test_extension_stages_leave_the_controls_at_the_first_pairs(write_json):
     duets = DuetCalibration(
         "cpu", 16, {f"t.py::{n}": (s, 16) for n, s in spreads.items()}, repeats=4, family_size=23
     )
-    judge = SimpleNamespace(duets=duets)
     runs = SideRuns("cpu", (first,), (first,))
-    stages = _extension_stages(judge, runs, 2, 4, PipelineConfig(max_pairs=16))
+    stages = _extension_stages(duets, runs, 2, 4, PipelineConfig(max_pairs=16))
     assert stages == [
         (2, ("t.py::calm", "t.py::wide", "t.py::wider", "t.py::hopeless")),
         (1, ("t.py::wide", "t.py::wider")),  # 4.3 % needs 5 pairs to see 10 %
         (10, ("t.py::wider",)),  # 7.7 % needs 15
     ]
     # without a calibration (or with max_pairs 0): the planned pairs only, twins left out
-    plain = _extension_stages(SimpleNamespace(duets=None), runs, 2, 4, PipelineConfig())
+    plain = _extension_stages(None, runs, 2, 4, PipelineConfig())
     assert plain == [(2, ("t.py::calm", "t.py::wide", "t.py::wider", "t.py::hopeless"))]
-    assert _extension_stages(judge, runs, 4, 4, PipelineConfig(max_pairs=0)) == []
+    assert _extension_stages(duets, runs, 4, 4, PipelineConfig(max_pairs=0)) == []

@@ -74,6 +74,7 @@ from rlpace.bench.runner import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
+    from rlpace.bench.calibration import DuetCalibration
     from rlpace.bench.compare import BenchmarkChange, Comparison
     from rlpace.bench.judge import Judge
 
@@ -512,7 +513,9 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
             on_run=None if progress is None else progress.run_finished,
             duet=split,
         )
-        stages = _extension_stages(judge, runs, first_pairs, wall_repeats, config) if split else []
+        stages = (
+            _extension_stages(judge.duets, runs, first_pairs, wall_repeats, config) if split else []
+        )
         extension: list[tuple[SideRuns, tuple[str, ...]]] = []
         if stages:
             # duets of just the cases that need more pairs, appended pair by pair to
@@ -621,13 +624,14 @@ def _again(
 
 
 def _extension_stages(
-    judge, runs: SideRuns, first: int, pairs: int, config: PipelineConfig
+    duets: DuetCalibration | None, runs: SideRuns, first: int, pairs: int, config: PipelineConfig
 ) -> list[tuple[int, tuple[str, ...]]]:
     """``(pairs, fullnames)`` stages of duets after the ``first`` ones, in order.
 
     Every wall-clock case but the torchrl twins (the negative controls) gets ``pairs``
-    duets in all; one whose A/A pair spread needs more to detect ``config.detect_pct``
-    gets as many as it needs when that is within ``config.max_pairs``. A stage runs the
+    duets in all; one whose A/A pair spread in ``duets`` needs more to detect
+    ``config.detect_pct`` gets as many as it needs when that is within
+    ``config.max_pairs``. A stage runs the
     cases that still need pairs, as many pairs as the least needy of them lacks.
 
     Example:
@@ -645,12 +649,13 @@ def _extension_stages(
         if impl == CONTROL_IMPL:
             continue
         more = None
-        if judge.duets is not None and config.max_pairs > pairs:
-            more = judge.duets.pairs_to_detect(
+        if duets is not None and config.max_pairs > pairs:
+            more = duets.pairs_to_detect(
                 name, config.detect_pct, start=pairs, most=config.max_pairs
             )
-        if max(pairs, more or 0) > first:
-            need[name] = max(pairs, more or 0)
+        total = max(pairs, more or 0)
+        if total > first:
+            need[name] = total
     stages, done = [], first
     for level in sorted(set(need.values())):
         stages.append((level - done, tuple(n for n, k in need.items() if k >= level)))
