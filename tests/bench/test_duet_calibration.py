@@ -16,10 +16,12 @@ from rlpace.bench.calibration import (
 )
 from rlpace.bench.cli import main
 from rlpace.bench.compare import Verdict
+from rlpace.bench.comparison_record import record_from_dict
 from rlpace.bench.environment import collect_environment
 from rlpace.bench.errors import BenchInputError
 from rlpace.bench.judge import Judge
 from rlpace.bench.pipeline import PipelineConfig, pr_judge
+from rlpace.bench.render import render_report
 from rlpace.bench.results import load_results, merge_runs
 
 FLAGGED = {Verdict.IMPROVED, Verdict.WORSENED}
@@ -154,6 +156,12 @@ def test_aa_duets_from_writes_the_file_that_compare_and_pr_judge_alike(tmp_path,
     comment = (tmp_path / "r.md").read_text()
     assert "weighed with the spread of its pairs in 16 A/A duets" in comment
     assert "another machine" not in comment
+    # the trusted comment job validates what pr wrote before it renders it again
+    data = json.loads(report.read_text())
+    data["pipeline"] = {"set": "cpu"}
+    again = record_from_dict(data, source="cpu.json").comparison
+    assert again.duet_calibration["held_out_alarms_first"] == cal.held_out_alarms_first
+    assert "weighed with the spread of its pairs in 16 A/A duets" in render_report(again)
 
 
 def test_a_pool_from_another_machine_is_named_in_the_comment(tmp_path):

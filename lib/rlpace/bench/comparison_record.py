@@ -244,6 +244,7 @@ _DUET_CALIBRATION = {
         "pairs": _COUNT,
         "created": _text(40),
         "held_out_alarms": _COUNT,
+        "held_out_alarms_first": _COUNT,
         "held_out_runs": _COUNT,
         "mismatch": {
             "type": "object",

@@ -860,7 +860,23 @@ def _write_reports(
     json_path = out_dir / f"{set_name}.json"
     json_path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     written.append(json_path)
+    _check_record(json_path)
     return SetOutcome(set_name, comparison, None, tuple(written), runs, confirm_runs)
+
+
+def _check_record(path: Path) -> None:
+    """Read ``path`` back as the trusted comment job will, so that a record its schema
+    refuses fails this run, loudly, instead of that job (which would post nothing)."""
+    from rlpace.bench.comparison_record import load_record
+
+    try:
+        load_record(path)
+    except BenchInputError as e:
+        raise BenchInputError(
+            f"{path.name}: pr wrote a comparison that the comment job's schema refuses, so "
+            f"no comment could be posted from it ({e}). This is a bug in rlpace-bench: "
+            f"please report it with the file, which is kept at {path}"
+        ) from None
 
 
 def _write_skipped(out_dir: Path, set_name: str, runs: SideRuns, base: BaseCheckout) -> SetOutcome:
