@@ -288,3 +288,26 @@ def test_a_benchmark_whose_pairs_spread_far_beyond_its_pool_falls_back(tmp_path,
             if r.verdict in FLAGGED
         ]
     assert target in calm
+
+
+def test_a_day_busier_than_the_pools_is_named_in_the_comment(tmp_path):
+    """The same benchmarks on a day whose pairs spread 6× the pool's: the comment warns
+    that only large changes could be told from noise; a day like the pool's does not."""
+    spreads = {**QUIET, **NOISY, **CONTROLS}
+    rng = np.random.default_rng(11)
+    pool = duet_calibration_from_runs(*_write_duets(tmp_path / "pool", rng, spreads, 16))
+    judge = {"paired_priors": pool.paired_priors()}
+    calm = _judged(*_write_duets(tmp_path / "calm", rng, spreads, 4), **judge)
+    busy_spreads = {name: 6 * spread for name, spread in spreads.items()}
+    busy = _judged(*_write_duets(tmp_path / "busy", rng, busy_spreads, 4), **judge)
+    assert calm.pair_spread["benchmarks"] == busy.pair_spread["benchmarks"] == 15
+    assert calm.pair_spread["ratio"] < 1.5 and busy.pair_spread["ratio"] > 3
+    assert busy.pair_spread["disowned"] > calm.pair_spread["disowned"]
+    note = pool.note("cpu-duets.json")
+    said = {day: render_report(replace(c, duet_calibration=note)) for day, c in
+            (("calm", calm), ("busy", busy))}  # fmt: skip
+    assert "Today's pairs spread" not in said["calm"]
+    assert f"⚠️ Today's pairs spread {busy.pair_spread['ratio']:.1f}× as wide" in said["busy"]
+    # what the trusted comment job reads back says the same
+    data = json.loads(json.dumps(busy.to_dict())) | {"pipeline": {"set": "cpu"}}
+    assert record_from_dict(data, source="cpu.json").comparison.pair_spread == busy.pair_spread

@@ -55,7 +55,7 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
@@ -75,6 +75,7 @@ from rlpace.bench.stats import (
     minimal_detectable_change,
     paired_log_variance,
     paired_run_test,
+    prior_conflict,
     run_level_noise,
 )
 
@@ -86,6 +87,7 @@ __all__ = [
     "Verdict",
     "compare_runs",
     "confirm_verdicts",
+    "pair_spread_summary",
 ]
 
 #: Version of :meth:`Comparison.to_dict`'s layout; bump it when fields change meaning.
@@ -303,6 +305,10 @@ class Comparison:
     """What the count tier did, for the reader (:mod:`rlpace.bench.counts.tier`; None
     when it was not asked for): ``unavailable`` (why it could not run), ``warnings``,
     ``counted``, ``not_counted``, ``wall_s``, ``gates``."""
+    pair_spread: Mapping[str, Any] | None = None
+    """How widely this run's duet pairs spread against the A/A duets that lent them
+    their priors (:func:`pair_spread_summary`; None: no benchmark was judged pair by pair
+    with such a prior). A busy machine shows here first: ``ratio`` well above 1."""
 
     def by_verdict(self, verdict: Verdict) -> tuple[BenchmarkChange, ...]:
         """The rows with this verdict, in row order.
@@ -423,6 +429,7 @@ class Comparison:
             "duet_calibration": _jsonable(self.duet_calibration),
             "calibration_changes": list(self.calibration_changes),
             "count_tier": None if self.count_tier is None else _jsonable(dict(self.count_tier)),
+            "pair_spread": _jsonable(self.pair_spread),
             "rows": rows,
         }
 
@@ -708,7 +715,56 @@ def compare_runs(
         noise_floor=floor,
         variance_prior=None if prior is None else (float(prior[0]), float(prior[1])),
         paired=max((len(head_rows[n]["run_medians"]) for n in pairs), default=0),
+        pair_spread=pair_spread_summary(
+            {n: (head_rows[n]["run_medians"], base_rows[n]["run_medians"]) for n in pairs},
+            pair_priors,
+        ),
     )
+
+
+def pair_spread_summary(
+    pairs: Mapping[str, tuple[Sequence[float], Sequence[float]]],
+    priors: Mapping[str, tuple[float, float]],
+) -> dict[str, Any] | None:
+    """How widely today's duet pairs spread against the A/A duets' spreads (the priors).
+
+    For each benchmark with a prior ``(s0², d0)``, the ratio of its pairs' spread (the
+    standard deviation of ``log(head_k / base_k)``) to ``s0``; the median over them says
+    how busy the machine was compared with the calibration's day (about 0.9 on a day
+    like it, with 4 pairs). ``disowned`` counts the benchmarks whose pairs spread so far
+    beyond their prior that they were judged on their own pairs alone
+    (:func:`rlpace.bench.stats.prior_conflict`): on such a day only large changes show.
+
+    Args:
+        pairs: ``fullname → (head run medians, base run medians)``, run ``k`` of each
+            side from the same duet.
+        priors: ``fullname → (variance, degrees of freedom)`` of one pair's log ratio in
+            the A/A duets (:meth:`rlpace.bench.calibration.DuetCalibration.paired_priors`).
+
+    Returns:
+        ``{"benchmarks": n, "ratio": median ratio, "disowned": k}``, or None when no
+        benchmark has both two pairs or more and a prior.
+
+    Example:
+        >>> today = {"a": ([1.0, 1.1, 0.9], [1.01, 1.1, 0.9]), "b": ([2.0, 2.2], [2.0, 2.0])}
+        >>> pair_spread_summary(today, {"a": (0.01**2, 15), "b": (0.01**2, 15)})
+        {'benchmarks': 2, 'ratio': 3.66, 'disowned': 1}
+    """
+    ratios, disowned = [], 0
+    for name in sorted(pairs):
+        prior = priors.get(name)
+        variance, df = paired_log_variance(*pairs[name])
+        if prior is None or not (prior[0] > 0 and df > 0 and math.isfinite(variance)):
+            continue
+        ratios.append(math.sqrt(variance / prior[0]))
+        disowned += prior_conflict(variance, df, prior)
+    if not ratios:
+        return None
+    return {
+        "benchmarks": len(ratios),
+        "ratio": round(float(np.median(ratios)), 2),
+        "disowned": disowned,
+    }
 
 
 @dataclass(frozen=True)

@@ -255,6 +255,13 @@ _DUET_CALIBRATION = {
     "additionalProperties": False,
 }
 
+_PAIR_SPREAD = {
+    "type": "object",
+    "required": ["benchmarks", "ratio", "disowned"],
+    "properties": {"benchmarks": _COUNT, "ratio": _NUM, "disowned": _COUNT},
+    "additionalProperties": False,
+}
+
 _PIPELINE = {
     "type": "object",
     "required": ["set"],
@@ -287,6 +294,7 @@ COMPARISON_SCHEMA: dict[str, Any] = {
         "duet_calibration": {"anyOf": [{"type": "null"}, _DUET_CALIBRATION]},
         "calibration_changes": {"type": "array", "maxItems": 16, "items": _text(300)},
         "count_tier": {"anyOf": [{"type": "null"}, _COUNT_TIER]},
+        "pair_spread": {"anyOf": [{"type": "null"}, _PAIR_SPREAD]},
         "rows": {"type": "array", "maxItems": MAX_ROWS, "items": _ROW},
         "pipeline": _PIPELINE,
     },
@@ -536,5 +544,6 @@ def _comparison(data: Mapping[str, Any]) -> Comparison:
         if data.get("duet_calibration") is None
         else dict(data["duet_calibration"]),
         "calibration_changes": tuple(str(p) for p in data.get("calibration_changes") or ()),
+        "pair_spread": None if data.get("pair_spread") is None else dict(data["pair_spread"]),
     }
     return Comparison(**_rebuilt(Comparison, data, special))

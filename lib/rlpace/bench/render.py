@@ -520,7 +520,51 @@ def paired_text(comparison: Comparison) -> str:
             f" ⚠️ Those duets ran on another machine ({parts}): rerun "
             f"`rlpace-bench aa --duets {pool['pairs']}` here."
         )
-    return text
+    return text + _busy_text(comparison.pair_spread)
+
+
+#: Today's pairs spreading this many times their A/A duets' (the median over the
+#: benchmarks) earn the comment a warning: with 4 pairs a day like the calibration's
+#: reads about 0.9, and 2 is beyond what 30 benchmarks' median wanders by chance.
+BUSY_RATIO = 2.0
+
+
+def _busy_text(spread: Mapping[str, Any] | None) -> str:
+    """What the comment says of how widely today's pairs spread against the A/A duets'
+    (:func:`rlpace.bench.compare.pair_spread_summary`): a warning on a busy day, a line
+    on the benchmarks judged on their own pairs alone, else nothing.
+
+    Example:
+        >>> print(_busy_text({"benchmarks": 30, "ratio": 4.2, "disowned": 9}))
+         ⚠️ Today's pairs spread 4.2× as wide as in those A/A duets (the median over 30 benchmarks), 9 of them so far that they were judged on their own pairs alone: the machine was busier than on the calibration's day, so only large changes could be told from noise (see each row's detectable change). Rerun on a quieter machine to see small ones.
+        >>> print(_busy_text({"benchmarks": 30, "ratio": 0.9, "disowned": 1}))
+         1 benchmark whose pairs spread far beyond its A/A duets' was judged on its own pairs alone.
+        >>> _busy_text({"benchmarks": 30, "ratio": 0.9, "disowned": 0}), _busy_text(None)
+        ('', '')
+    """
+    if not spread:
+        return ""
+    disowned = int(spread.get("disowned") or 0)
+    ratio = spread.get("ratio")
+    if isinstance(ratio, int | float) and ratio >= BUSY_RATIO:
+        alone = {0: "", 1: ", 1 of them so far that it was judged on its own pairs alone"}.get(
+            disowned, f", {disowned} of them so far that they were judged on their own pairs alone"
+        )
+        return (
+            f" ⚠️ Today's pairs spread {ratio:.1f}× as wide as in those A/A duets (the "
+            f"median over {_plural(int(spread['benchmarks']), 'benchmark')}){alone}: the "
+            "machine was busier than on the calibration's day, so only large changes could "
+            "be told from noise (see each row's detectable change). Rerun on a quieter "
+            "machine to see small ones."
+        )
+    if disowned:
+        one = disowned == 1
+        return (
+            f" {_plural(disowned, 'benchmark')} whose pairs spread far beyond "
+            f"{'its' if one else 'their'} A/A duets' {'was' if one else 'were'} judged on "
+            f"{'its' if one else 'their'} own pairs alone."
+        )
+    return ""
 
 
 def calibration_text(note: Mapping[str, Any]) -> str:
