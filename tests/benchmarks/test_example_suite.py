@@ -9,4 +9,6 @@ from rlpace.bench.suite import Timed, case
 def test_torch_add(n, device):
     x = torch.ones(n, device=device)
     y = torch.ones(n, device=device)
-    return Timed(lambda: torch.add(x, y), items=n, unit="elements")
+    # one add is ~11 k instructions that move by ~200 from process to process: the
+    # count tier counts 100 of them, so its gate is not set by that wobble
+    return Timed(lambda: torch.add(x, y), items=n, unit="elements", count_calls=100)

@@ -84,11 +84,20 @@ class Timed:
             set, reports show a throughput of ``items / time`` in ``unit``/s.
         unit: the name of one item, e.g. ``"frames"``.
         extra_info: stored with the result (pytest-benchmark's ``extra_info``).
+        count_calls: calls the count tier measures together and reports per call
+            (None: its ``--calls``, 1 by default). For a call of a few thousand
+            instructions, whose count moves by a few hundred from process to process
+            (what a torch op's dispatch reads), so that its gate can be small; timing
+            ignores it.
 
     Example:
         >>> t = Timed(lambda: None, items=128, unit="frames")
         >>> t.items, t.unit
         (128, 'frames')
+        >>> Timed(lambda: None, count_calls=0)
+        Traceback (most recent call last):
+        ...
+        ValueError: Timed.count_calls: expected None or an integer from 1 to 10000, got 0; fix: e.g. count_calls=100
     """
 
     fn: Callable[[], Any]
@@ -96,6 +105,17 @@ class Timed:
     items: int | None = None
     unit: str = "calls"
     extra_info: dict[str, Any] = field(default_factory=dict)
+    count_calls: int | None = None
+
+    def __post_init__(self) -> None:
+        calls = self.count_calls
+        if calls is not None and not (
+            isinstance(calls, int) and not isinstance(calls, bool) and 1 <= calls <= 10_000
+        ):
+            raise ValueError(
+                f"Timed.count_calls: expected None or an integer from 1 to 10000, got "
+                f"{calls!r}; fix: e.g. count_calls=100"
+            )
 
 
 @dataclass(frozen=True)

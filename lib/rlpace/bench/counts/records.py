@@ -89,6 +89,9 @@ class CaseCount:
     """Python calls per function in one (profiled, uncounted) call, ``path:function``."""
     busy_share: float | None = None
     """Share of a plain call's wall time spent computing (the wait guard's reading)."""
+    calls: int | None = None
+    """Measured calls the counts are the mean of, and the dump the sum of (None: a
+    file from before cases could ask for more than the run's ``calls``)."""
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:

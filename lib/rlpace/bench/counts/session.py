@@ -481,15 +481,17 @@ def _case(
                 "zero or is 0; timing only",
                 busy_share=fields["busy_share"],
             )
-        per_call = {k: v / settings.calls for k, v in dump.events.items()}
+        calls = int(result.get("calls") or settings.calls)  # the case may ask for more
+        per_call = {k: v / calls for k, v in dump.events.items()}
         cycles = dump.cycles
         return CaseCount(
             test_id,
             status,
-            instructions=dump.instructions / settings.calls,
-            cycles=None if cycles is None else cycles / settings.calls,
+            instructions=dump.instructions / calls,
+            cycles=None if cycles is None else cycles / calls,
             events=per_call,
             dump=str(dump.path.relative_to(output.parent)),
+            calls=calls,
             **fields,
         )
     return CaseCount(test_id, status, **fields)

@@ -215,6 +215,16 @@ def compare_counts(
         if not (hc.counted and bc.counted):
             changes.append(CountChange(test_id, "not-counted", reason=_reasons(hc, bc)))
             continue
+        calls = (hc.calls or head.meta.get("calls", 1), bc.calls or base.meta.get("calls", 1))
+        if calls[0] != calls[1]:
+            # a per-call mean over 100 calls leaves out what one call alone pays again
+            # (its warm caches): the two figures are not the same measure
+            reason = (
+                f"counted over {calls[0]} call(s) a count in head, {calls[1]} in base: "
+                "not the same measure; timing only until base counts it the same way"
+            )
+            changes.append(CountChange(test_id, "not-counted", reason=reason))
+            continue
         gate_of = gates.get(test_id)
         gate = gate_of.threshold(k, floor) if gate_of else max(default_gate, floor)
         cycles_gate = gate_of.cycles_threshold(k, floor) if gate_of else max(default_gate, floor)

@@ -110,8 +110,15 @@ def explain_regression(
     """
     native: list[Growth] = []
     if head.dump and base.dump:
-        h_costs = {_shorten(k): v for k, v in inclusive_costs(head_dir / head.dump).items()}
-        b_costs = {_shorten(k): v for k, v in inclusive_costs(base_dir / base.dump).items()}
+        # a dump holds all the measured calls; the counts are per call
+        h_costs = {
+            _shorten(k): v / (head.calls or 1)
+            for k, v in inclusive_costs(head_dir / head.dump).items()
+        }
+        b_costs = {
+            _shorten(k): v / (base.calls or 1)
+            for k, v in inclusive_costs(base_dir / base.dump).items()
+        }
         native = top_growth(b_costs, h_costs, limit=limit)
     python = top_growth(base.python_calls or {}, head.python_calls or {}, limit=limit)
     return RegressionCause(
