@@ -20,6 +20,7 @@ import pytest
 from rlpace.bench.cli import main as cli_main
 from rlpace.bench.compare import BenchmarkChange, Comparison, Verdict
 from rlpace.bench.counts.dumps import inclusive_costs, read_dump, read_dumps
+from rlpace.bench.counts.gates import read_gates
 from rlpace.bench.counts.records import (
     CaseCount,
     CountRun,
@@ -54,7 +55,7 @@ needs_valgrind = pytest.mark.skipif(
 SUITE = """
 import time
 
-from rlpace.bench.suite import case
+from rlpace.bench.suite import Timed, case
 
 
 def _check(data):
@@ -90,6 +91,11 @@ def _only_small(n):
 @case(params={{"n": [10, 1000]}}, timer="cpu", count=_only_small)
 def test_sizes(n):
     return lambda: sum(range(n))
+
+
+@case(params={{"n": [10]}}, timer="cpu")
+def test_tiny(n):
+    return Timed(lambda: sum(range(n)), count_calls=50)
 
 
 @case(params={{"ms": [30]}}, timer="cpu", count=True)
@@ -131,7 +137,7 @@ def test_same_code_gives_the_same_counts(counted):
     a, b = counted["base"], counted["base2"]
     assert [c.test_id for c in a.cases] == [c.test_id for c in b.cases]
     gates = gate_from_aa([a, b])
-    assert set(gates) == {"test_loop[3000]", "test_dict[500]", "test_sizes[10]"}
+    assert set(gates) == {"test_loop[3000]", "test_dict[500]", "test_sizes[10]", "test_tiny[10]"}
     for gate in gates.values():
         assert gate.spread < 0.005  # the stated tolerance: A/A within 0.5 %
     assert all(
@@ -176,6 +182,33 @@ def test_why_names_the_function_that_grew(counted):
 
 
 @needs_valgrind
+def test_a_tiny_call_is_counted_over_the_calls_its_case_asks_for(counted):
+    """``Timed(count_calls=50)``: one dump of 50 calls, the counts per call; a case
+    without it gets the run's one call."""
+    cases = counted["base"].by_id()
+    tiny, one = cases["test_tiny[10]"], cases["test_sizes[10]"]
+    assert (tiny.calls, one.calls) == (50, 1)
+    assert read_dump(counted["dir"] / tiny.dump).instructions == pytest.approx(
+        50 * tiny.instructions
+    )
+    # the same work a call, but one counted call also carries the fixed cost of being
+    # measured (~5 k instructions of the loop and the client requests), which 50 share
+    assert 0 < tiny.instructions < one.instructions < tiny.instructions + 10_000
+
+
+def test_counts_of_a_case_over_other_calls_in_base_are_not_compared():
+    """The first PR that gives a case ``count_calls`` compares a mean of 100 calls with
+    base's one call: not the same measure, so that case is left to timing once."""
+    base = CountRun({"calls": 1}, (CaseCount("t", "counted", instructions=17_000.0),))
+    head = CountRun({"calls": 1}, (CaseCount("t", "counted", instructions=11_300.0, calls=100),))
+    (change,) = compare_counts(head, base)
+    assert change.verdict == "not-counted" and not change.flagged
+    assert change.reason.startswith("counted over 100 call(s) a count in head, 1 in base")
+    same = CountRun({"calls": 1}, (CaseCount("t", "counted", instructions=11_310.0, calls=100),))
+    assert compare_counts(head, same)[0].verdict == "same"
+
+
+@needs_valgrind
 def test_a_case_decides_per_parameter_set_whether_it_is_counted(counted):
     cases = counted["base"].by_id()
     assert cases["test_sizes[10]"].status == "counted"
@@ -208,6 +241,31 @@ def test_count_files_record_the_toolchain_and_refuse_another(counted, tmp_path, 
     )
     out = capsys.readouterr()
     assert rc == 0 and "compared anyway" in out.err and "regression" in out.out
+
+
+@needs_valgrind
+def test_aa_widened_with_an_earlier_reading_keeps_the_wider_spread(counted, tmp_path):
+    """``count aa --widen``: the gates of another day's (or host's) A/A runs stay where
+    they were wider, unless the case is now counted over other calls."""
+    runs = [str(counted["dir"] / f"{s}.json") for s in ("base", "base2")]
+    fresh = tmp_path / "fresh.json"
+    assert cli_main(["count", "aa", *runs, "-o", str(fresh)]) == 0
+    gates, _, _, _ = read_gates(fresh)
+    assert gates["test_tiny[10]"].calls == 50 and gates["test_loop[3000]"].calls == 1
+    doc = json.loads(fresh.read_text())
+    doc["meta"]["cpu"] = "another host"
+    doc["gates"]["test_loop[3000]"]["spread"] = 0.004  # wider there
+    doc["gates"]["test_tiny[10]"] = {"spread": 0.02, "cycles_spread": 0.02, "runs": 4}
+    doc["gates"]["test_gone[1]"] = {"spread": 0.003, "cycles_spread": 0.0, "runs": 4}
+    earlier = tmp_path / "gates.json"
+    earlier.write_text(json.dumps(doc))
+    assert cli_main(["count", "aa", *runs, "-o", str(earlier), "--widen", str(earlier)]) == 0
+    widened, meta, _, _ = read_gates(earlier)
+    assert widened["test_loop[3000]"].spread == 0.004 and widened["test_loop[3000]"].runs == 4
+    # read over one call there, 50 here: only this reading describes it
+    assert widened["test_tiny[10]"] == gates["test_tiny[10]"]
+    assert widened["test_gone[1]"].spread == 0.003
+    assert meta["widened_with"]["cpu"] == "another host"
 
 
 def test_another_interpreter_is_refused_and_a_cpu_model_warned():
@@ -552,7 +610,7 @@ def test_asv_tracks_the_counts_of_the_claimed_cases(tmp_path, monkeypatch):
     counts = importlib.import_module("benchmarks.counts").Counts
     # per parameter set: test_sizes[1000] is declared out
     assert counts.params == [
-        ["test_loop[3000]", "test_dict[500]", "test_sizes[10]", "test_sleep[30]"]
+        ["test_loop[3000]", "test_dict[500]", "test_sizes[10]", "test_tiny[10]", "test_sleep[30]"]
     ]
     bench = counts()
     data = bench.setup_cache()

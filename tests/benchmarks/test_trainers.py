@@ -545,8 +545,8 @@ def test_timeit_overhead(use):
             for _ in range(n):
                 noop()
 
-    # the work of a use follows the durations it reads (a new maximum, a total that
-    # outgrows one machine word of Python's int): the count tier averages 10 calls
+    # the work of a use follows the durations it reads (a new maximum is stored), so
+    # its count wobbles from process to process: the count tier averages 10 calls
     return Timed(fn, teardown=timeit.reset, items=n, unit="uses", count_calls=10)
 
 

@@ -6,7 +6,9 @@ Three actions:
   the single-process cases of a tree (one Valgrind process; the dumps go beside the
   file);
 - ``count aa A.json B.json [...] -o reports/counts/gates.json``: per-case gates from
-  count runs of the same commit, with the share of cases that detect 2 % and 5 %;
+  count runs of the same commit, with the share of cases that detect 2 % and 5 %
+  (``--widen reports/counts/gates.json``: each case keeps the wider of this reading
+  and the file's);
 - ``count compare --head H.json --base B.json [--gates G.json]``: the verdict per case
   (refused when the files come from another Valgrind, interpreter or architecture).
 
@@ -54,6 +56,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     aa = actions.add_parser("aa", help="per-case gates from count runs of the same commit")
     aa.add_argument("runs", nargs="+", help="two or more count files of one commit")
     aa.add_argument("-o", "--output", default="reports/counts/gates.json", help="gate file")
+    aa.add_argument(
+        "--widen",
+        default=None,
+        metavar="GATES",
+        help="an earlier gate file (another day's or host's A/A runs): each case keeps the "
+        "wider of the two readings, unless it is counted over other calls now",
+    )
     compare = actions.add_parser("compare", help="judge a head count file against a base one")
     compare.add_argument("--head", required=True, help="head count file")
     compare.add_argument("--base", required=True, help="base count file")
@@ -83,7 +92,8 @@ def main(args: argparse.Namespace) -> int:
     if args.action == "run":
         return _run(Path(args.root), Path(args.output), args.select, args.calls, args.timeout)
     if args.action == "aa":
-        return _aa([Path(p) for p in args.runs], Path(args.output))
+        widen = Path(args.widen) if args.widen else None
+        return _aa([Path(p) for p in args.runs], Path(args.output), widen)
     if args.action == "compare":
         return _compare(
             head=Path(args.head),
@@ -130,7 +140,7 @@ def _run(root: Path, output: Path, select: list[str], calls: int, timeout: float
     return 0
 
 
-def _aa(paths: list[Path], output: Path) -> int:
+def _aa(paths: list[Path], output: Path, widen: Path | None = None) -> int:
     from rlpace.bench.counts.gates import gate_summary, write_gates
     from rlpace.bench.counts.records import count_differences, read_counts
 
@@ -138,7 +148,7 @@ def _aa(paths: list[Path], output: Path) -> int:
     for other in runs[1:]:
         for warning in count_differences(other.meta, runs[0].meta):
             print(f"rlpace-bench count aa: warning: {warning}", file=sys.stderr)
-    gates = write_gates(runs, output)
+    gates = write_gates(runs, output, widen=widen)
     print(json.dumps(gate_summary(gates), indent=1))
     return 0
 

@@ -25,7 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from rlpace.bench.counts.records import CountRun
-from rlpace.bench.counts.verdict import DEFAULT_FLOOR, DEFAULT_K, CountGate, gate_from_aa
+from rlpace.bench.counts.verdict import (
+    DEFAULT_FLOOR,
+    DEFAULT_K,
+    CountGate,
+    gate_from_aa,
+    widen_gates,
+)
 from rlpace.bench.errors import BenchInputError
 
 __all__ = ["GATES_FORMAT", "gate_summary", "read_gates", "write_gates"]
@@ -40,8 +46,11 @@ def write_gates(
     *,
     k: float = DEFAULT_K,
     floor: float = DEFAULT_FLOOR,
+    widen: Path | None = None,
 ) -> dict[str, CountGate]:
-    """Compute per-case gates from A/A ``runs`` and write them to ``path``.
+    """Compute per-case gates from A/A ``runs`` and write them to ``path``; with
+    ``widen``, an earlier gate file, each case keeps the wider of the two readings
+    (:func:`~rlpace.bench.counts.verdict.widen_gates`).
 
     Example:
         >>> write_gates([], Path("g.json"))
@@ -61,10 +70,17 @@ def write_gates(
             "fix: count the same commit twice"
         )
     gates = gate_from_aa(runs)
+    meta = dict(runs[0].meta)
+    if widen is not None:
+        earlier, earlier_meta, _, _ = read_gates(widen)  # read before path is replaced
+        gates = widen_gates(gates, earlier)
+        meta["widened_with"] = {
+            key: earlier_meta.get(key) for key in ("commit", "cpu", "host", "created")
+        }
     doc = {
         "format": GATES_FORMAT,
         "version": GATES_FORMAT_VERSION,
-        "meta": dict(runs[0].meta),
+        "meta": meta,
         "k": k,
         "floor": floor,
         "gates": {i: asdict(g) for i, g in gates.items()},

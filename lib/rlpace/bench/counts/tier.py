@@ -182,6 +182,13 @@ def run_count_tier(
     gates, used = {}, None
     if gates_file is not None and Path(gates_file).is_file():
         gates, meta, k, floor = read_gates(Path(gates_file))
+        # gates widened with another CPU's (or host's) reading were read there too
+        earlier = meta.get("widened_with") or {}
+        meta |= {
+            key: head.meta.get(key)
+            for key in ("cpu", "host")
+            if earlier.get(key) == head.meta.get(key)
+        }
         try:
             warnings += [f"gates: {w}" for w in count_differences(head.meta, meta)]
             used = gates_shown or str(gates_file)

@@ -37,6 +37,7 @@ __all__ = [
     "compare_counts",
     "gate_from_aa",
     "relative_change",
+    "widen_gates",
 ]
 
 DEFAULT_K = 4.0
@@ -85,6 +86,9 @@ class CountGate:
     """The same for estimated cycles."""
     runs: int
     """A/A runs it was read from."""
+    calls: int = 1
+    """Calls per count the runs measured (``Timed.count_calls``): a spread read over one
+    call does not describe a mean over 100."""
 
     def threshold(self, k: float = DEFAULT_K, floor: float = DEFAULT_FLOOR) -> float:
         """The instruction gate ``max(k * spread, floor)``."""
@@ -118,13 +122,46 @@ def gate_from_aa(runs: Sequence[CountRun]) -> dict[str, CountGate]:
         cases = [t.get(test_id) for t in tables]
         if not all(c is not None and c.counted for c in cases):
             continue
+        calls = {c.calls or r.meta.get("calls", 1) for c, r in zip(cases, runs, strict=True)}
+        if len(calls) > 1:  # not the same measure in every run
+            continue
         cycles = [c.cycles for c in cases if c.cycles is not None]
         gates[test_id] = CountGate(
             spread=_spread([c.instructions for c in cases]),
             cycles_spread=_spread(cycles) if len(cycles) == len(cases) else 0.0,
             runs=len(runs),
+            calls=int(calls.pop()),
         )
     return gates
+
+
+def widen_gates(new: Mapping[str, CountGate], old: Mapping[str, CountGate]) -> dict[str, CountGate]:
+    """Per case, the wider of two A/A readings (another day's, another host's runs).
+
+    A case counted over the same calls in both keeps the larger spreads and the runs of
+    both; one counted over other calls now (``Timed.count_calls`` changed) keeps only
+    the new reading; a case only in ``old`` keeps its old gate.
+
+    Example:
+        >>> new = {"a": CountGate(0.001, 0.002, 4), "b": CountGate(0.0003, 0.0, 4, calls=100)}
+        >>> old = {"a": CountGate(0.003, 0.001, 4), "b": CountGate(0.0137, 0.05, 4),
+        ...        "c": CountGate(0.002, 0.002, 4)}
+        >>> {i: (g.spread, g.cycles_spread, g.runs) for i, g in widen_gates(new, old).items()}
+        {'a': (0.003, 0.002, 8), 'b': (0.0003, 0.0, 4), 'c': (0.002, 0.002, 4)}
+    """
+    out = dict(old)
+    for test_id, gate in new.items():
+        prior = old.get(test_id)
+        if prior is None or prior.calls != gate.calls:
+            out[test_id] = gate
+            continue
+        out[test_id] = CountGate(
+            spread=max(gate.spread, prior.spread),
+            cycles_spread=max(gate.cycles_spread, prior.cycles_spread),
+            runs=gate.runs + prior.runs,
+            calls=gate.calls,
+        )
+    return out
 
 
 @dataclass(frozen=True)
