@@ -224,3 +224,14 @@ def test_show_table_tools_and_a_closed_pipe():
     proc.stdout.close()  # nobody reads
     _, err = proc.communicate(timeout=60)
     assert b"Traceback" not in err and b"BrokenPipeError" not in err
+
+
+def test_ctrl_c_ends_a_command_with_one_line_not_a_traceback(monkeypatch, capsys):
+    from rlpace.bench.commands import show
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(show, "main", interrupted)
+    assert main(["show", "whatever.json"]) == 130
+    assert capsys.readouterr().err == "rlpace-bench: interrupted; nothing more was written\n"

@@ -732,6 +732,52 @@ def test_a_killed_driver_leaves_no_valgrind_process_behind(tmp_path, find_proces
     assert not left, "Valgrind kept counting after its driver was killed"
 
 
+@needs_valgrind
+def test_ctrl_c_ends_side_by_side_counting_at_once(tmp_path, find_processes, survivors):
+    """Ctrl-C while ``count_trees`` (what ``pr`` runs) waits on base and head: both
+    Valgrind processes are killed then and there, not when their cases are done (a
+    minute here, five in the CPU set), and no count file is written."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    suite = tmp_path / "tree" / "tests" / "benchmarks"
+    suite.mkdir(parents=True)
+    (suite / "test_orphan.py").write_text(ORPHAN, "utf-8")
+    driver = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys; from pathlib import Path; "
+         "from rlpace.bench.counts.session import count_trees, CountJob, CountSettings; "
+         "t = Path(sys.argv[1]); "
+         "count_trees([CountJob(t, t.parent / 'base.json'), CountJob(t, t.parent / 'head.json')],"
+         " settings=CountSettings(python_calls=0))",
+         str(tmp_path / "tree")],
+        stderr=subprocess.PIPE,
+    )  # fmt: skip
+
+    def counting() -> list[int]:
+        return find_processes(b"valgrind", str(tmp_path).encode())
+
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (
+        len(counting()) >= 2
+        and any(b'"start"' in p.read_bytes() for p in tmp_path.glob("*.dumps/*progress*"))
+    ):
+        time.sleep(0.2)
+    assert counting(), "the counting processes never started"
+    os.kill(driver.pid, signal.SIGINT)
+    try:
+        _, err = driver.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        driver.kill()
+        pytest.fail("the driver went on counting after Ctrl-C")
+    assert driver.returncode != 0 and b"KeyboardInterrupt" in err
+    assert not survivors(b"valgrind", str(tmp_path).encode(), within=5)
+    assert not list(tmp_path.glob("*.json"))
+
+
 def test_a_dump_whose_instruction_counter_wrapped_is_not_a_count(tmp_path):
     """A dump without a ``totals:`` line falls back to its summary; an ``Ir`` that wrapped
     below zero there is never a count of 0, and a wrapped miss counter reads 0."""

@@ -63,6 +63,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BenchInputError as exc:
         print(f"rlpace-bench: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        # Ctrl-C: the benchmark and counting processes were stopped on the way out
+        print("rlpace-bench: interrupted; nothing more was written", file=sys.stderr)
+        return 130
     except BrokenPipeError:
         # the reader went away (`rlpace-bench show f.json | head`): stop quietly, as
         # any CLI does; point stdout at devnull so the interpreter's final flush is silent

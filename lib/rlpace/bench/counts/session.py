@@ -30,6 +30,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -44,6 +45,7 @@ __all__ = [
     "CACHE_GEOMETRY",
     "CountJob",
     "CountSettings",
+    "CountStopped",
     "count_tree",
     "count_trees",
     "profile_cases",
@@ -64,6 +66,18 @@ DETERMINISTIC_ENV = {
 }
 """Environment of the counting process: fixed hash seed, one thread (the allocator's
 variables come from :attr:`Toolchain.allocator`)."""
+
+
+class CountStopped(RuntimeError):
+    """The counting was stopped before it finished (``count_tree(stop=...)``, or Ctrl-C
+    while :func:`count_trees` waits); its Valgrind process was killed, nothing written.
+
+    Example:
+        >>> raise CountStopped("the counting was stopped")
+        Traceback (most recent call last):
+        ...
+        rlpace.bench.counts.session.CountStopped: the counting was stopped
+    """
 
 
 @dataclass(frozen=True)
@@ -219,6 +233,7 @@ def _run_child(
     settings: CountSettings,
     on_case: Callable[[str, str], None] | None,
     log: Path,
+    stop: threading.Event | None = None,
 ) -> None:
     """Run one counting process until it ends; fill ``results`` and ``state``."""
     with log.open("ab") as err:
@@ -226,8 +241,8 @@ def _run_child(
             command, env=dict(env), stdout=err, stderr=err, start_new_session=True
         )
         try:
-            current = _watch_child(proc, progress, results, state, settings, on_case)
-        finally:  # an error or Ctrl-C in the driver must not leave Valgrind running
+            current = _watch_child(proc, progress, results, state, settings, on_case, stop)
+        finally:  # an error, Ctrl-C or a stop must not leave Valgrind running
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
@@ -245,11 +260,15 @@ def _watch_child(
     state: dict,
     settings: CountSettings,
     on_case: Callable[[str, str], None] | None,
+    stop: threading.Event | None = None,
 ) -> tuple[str, float] | None:
     """Follow one counting process's events until it ends (or a case times out); the
-    case it was inside when it ended, if any."""
+    case it was inside when it ended, if any. Raises :class:`CountStopped` once
+    ``stop`` is set."""
     current: tuple[str, float] | None = None
     while True:
+        if stop is not None and stop.is_set():
+            raise CountStopped("the counting was stopped")
         finished = proc.poll() is not None
         for event in progress.new():
             kind = event.pop("event")
@@ -309,16 +328,19 @@ def count_tree(
     toolchain: Toolchain | None = None,
     on_case: Callable[[str, str], None] | None = None,
     suite_dir: Path | None = None,
+    stop: threading.Event | None = None,
 ) -> CountRun:
     """Count every selected case of ``tree``'s suite and write the count file ``output``.
 
     The dumps go to ``<output without .json>.dumps/`` beside it. ``suite_dir`` defaults
     to ``<tree>/tests/benchmarks``; ``PYTHONPATH`` starts with ``<tree>/lib`` unless
-    ``environ`` sets it.
+    ``environ`` sets it. Setting ``stop`` (from another thread) ends the counting
+    within a fraction of a second: the Valgrind process is killed, nothing is written.
 
     Raises:
         CountUnavailable: Valgrind, its header or gcc is missing, or the suite could
             not even be imported under Valgrind (the reason says which).
+        CountStopped: ``stop`` was set.
 
     Example:
         >>> count_tree(Path("."), Path("reports/counts/head.json"))  # doctest: +SKIP
@@ -360,6 +382,7 @@ def count_tree(
                 settings,
                 on_case,
                 paths.log,
+                stop,
             )
             if "fatal" in state and "plan" not in state:
                 raise CountUnavailable(
@@ -535,6 +558,7 @@ def count_trees(
     if not jobs:
         return []
     tools = find_toolchain()
+    stop = threading.Event()
 
     def one(job: CountJob) -> CountRun:
         report = None if on_case is None else (lambda i, s: on_case(job.output.stem, i, s))
@@ -546,10 +570,20 @@ def count_trees(
             environ=job.environ,
             toolchain=tools,
             on_case=report,
+            stop=stop,
         )
 
-    with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
-        return list(pool.map(one, jobs))
+    pool = ThreadPoolExecutor(max_workers=len(jobs))
+    futures = [pool.submit(one, job) for job in jobs]
+    try:
+        return [f.result() for f in futures]
+    except BaseException:
+        # Ctrl-C, or one tree that failed: the other Valgrind processes end now, not
+        # minutes later when their counting is done
+        stop.set()
+        raise
+    finally:
+        pool.shutdown(wait=True)
 
 
 def profile_cases(
