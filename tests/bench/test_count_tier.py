@@ -694,12 +694,9 @@ def test_second():
 """
 
 
-@needs_valgrind
-def test_a_killed_driver_leaves_no_valgrind_process_behind(tmp_path, find_processes, survivors):
-    """SIGKILL the process that drives the counting: its Valgrind child (in a session
-    of its own) must stop at the next case, not count on for an hour."""
-    import os
-    import signal
+def _counting_driver(tmp_path, find_processes, code, processes=1, **popen):
+    """A process running ``code`` (``sys.argv[1]``: a tree with the ORPHAN suite), once
+    its ``processes`` Valgrind processes are counting a case."""
     import subprocess
     import sys
     import time
@@ -707,25 +704,32 @@ def test_a_killed_driver_leaves_no_valgrind_process_behind(tmp_path, find_proces
     suite = tmp_path / "tree" / "tests" / "benchmarks"
     suite.mkdir(parents=True)
     (suite / "test_orphan.py").write_text(ORPHAN, "utf-8")
+    imports = "import sys; from pathlib import Path; from rlpace.bench.counts.session import *; "
     driver = subprocess.Popen(
-        [sys.executable, "-c",
-         "import sys; from pathlib import Path; "
-         "from rlpace.bench.counts.session import count_tree, CountSettings; "
-         "count_tree(Path(sys.argv[1]), Path(sys.argv[2]), "
-         "settings=CountSettings(python_calls=0))",
-         str(tmp_path / "tree"), str(tmp_path / "out.json")],
-    )  # fmt: skip
-
-    def counting() -> list[int]:
-        return find_processes(b"valgrind", str(tmp_path).encode())
-
+        [sys.executable, "-c", imports + code, str(suite.parents[1])], **popen
+    )
     deadline = time.monotonic() + 120
-    progress = tmp_path / "out.dumps"
     while time.monotonic() < deadline and not (
-        counting() and any(b'"start"' in p.read_bytes() for p in progress.glob("*progress*"))
+        len(find_processes(b"valgrind", str(tmp_path).encode())) >= processes
+        and any(b'"start"' in p.read_bytes() for p in tmp_path.glob("*.dumps/*progress*"))
     ):
         time.sleep(0.2)
-    assert counting(), "the counting process never started"
+    assert find_processes(b"valgrind", str(tmp_path).encode()), "the counting never started"
+    return driver
+
+
+@needs_valgrind
+def test_a_killed_driver_leaves_no_valgrind_process_behind(tmp_path, find_processes, survivors):
+    """SIGKILL the process that drives the counting: its Valgrind child (in a session
+    of its own) must stop at the next case, not count on for an hour."""
+    import os
+    import signal
+
+    code = (
+        "t = Path(sys.argv[1]); "
+        "count_tree(t, t.parent / 'out.json', settings=CountSettings(python_calls=0))"
+    )
+    driver = _counting_driver(tmp_path, find_processes, code)
     os.kill(driver.pid, signal.SIGKILL)
     driver.wait()
     left = survivors(b"valgrind", str(tmp_path).encode(), within=30)
@@ -740,33 +744,12 @@ def test_ctrl_c_ends_side_by_side_counting_at_once(tmp_path, find_processes, sur
     import os
     import signal
     import subprocess
-    import sys
-    import time
 
-    suite = tmp_path / "tree" / "tests" / "benchmarks"
-    suite.mkdir(parents=True)
-    (suite / "test_orphan.py").write_text(ORPHAN, "utf-8")
-    driver = subprocess.Popen(
-        [sys.executable, "-c",
-         "import sys; from pathlib import Path; "
-         "from rlpace.bench.counts.session import count_trees, CountJob, CountSettings; "
-         "t = Path(sys.argv[1]); "
-         "count_trees([CountJob(t, t.parent / 'base.json'), CountJob(t, t.parent / 'head.json')],"
-         " settings=CountSettings(python_calls=0))",
-         str(tmp_path / "tree")],
-        stderr=subprocess.PIPE,
-    )  # fmt: skip
-
-    def counting() -> list[int]:
-        return find_processes(b"valgrind", str(tmp_path).encode())
-
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not (
-        len(counting()) >= 2
-        and any(b'"start"' in p.read_bytes() for p in tmp_path.glob("*.dumps/*progress*"))
-    ):
-        time.sleep(0.2)
-    assert counting(), "the counting processes never started"
+    code = (
+        "t = Path(sys.argv[1]); count_trees([CountJob(t, t.parent / 'base.json'), "
+        "CountJob(t, t.parent / 'head.json')], settings=CountSettings(python_calls=0))"
+    )
+    driver = _counting_driver(tmp_path, find_processes, code, 2, stderr=subprocess.PIPE)
     os.kill(driver.pid, signal.SIGINT)
     try:
         _, err = driver.communicate(timeout=20)
