@@ -203,7 +203,7 @@ def test_counts_of_a_case_over_other_calls_in_base_are_not_compared():
     head = CountRun({"calls": 1}, (CaseCount("t", "counted", instructions=11_300.0, calls=100),))
     (change,) = compare_counts(head, base)
     assert change.verdict == "not-counted" and not change.flagged
-    assert change.reason.startswith("counted over 100 call(s) a count in head, 1 in base")
+    assert change.reason.startswith("counted 100 call(s) at a time in head, 1 in base")
     same = CountRun({"calls": 1}, (CaseCount("t", "counted", instructions=11_310.0, calls=100),))
     assert compare_counts(head, same)[0].verdict == "same"
 

@@ -27,7 +27,8 @@ global random generators are seeded and, with the garbage collector off,
 instrumentation on, one call warms the simulated caches,
 ``CALLGRIND_ZERO_STATS``, ``calls`` measured calls (the case's ``Timed.count_calls``
 when it sets one), ``CALLGRIND_DUMP_STATS_AT(<id>)`` and instrumentation off; the
-``done`` event says how many calls the dump holds. The parent reads the dump whose trigger names the case.
+``done`` event says how many calls the dump holds. The parent reads the dump whose
+trigger names the case.
 """
 
 from __future__ import annotations

@@ -254,10 +254,10 @@ def compare_counts(
             continue
         calls = (hc.calls or head.meta.get("calls", 1), bc.calls or base.meta.get("calls", 1))
         if calls[0] != calls[1]:
-            # a per-call mean over 100 calls leaves out what one call alone pays again
-            # (its warm caches): the two figures are not the same measure
+            # one counted call carries the ~5 k instructions of being measured, 100 calls
+            # share them: the two per-call figures are not the same measure
             reason = (
-                f"counted over {calls[0]} call(s) a count in head, {calls[1]} in base: "
+                f"counted {calls[0]} call(s) at a time in head, {calls[1]} in base: "
                 "not the same measure; timing only until base counts it the same way"
             )
             changes.append(CountChange(test_id, "not-counted", reason=reason))
