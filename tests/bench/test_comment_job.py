@@ -323,3 +323,25 @@ def test_a_comparison_with_the_count_tier_survives_the_record_and_renders_inert(
     data["rows"][0]["count_causes"] = {"total": 1, "native": [["x", "1", 2]], "python": []}
     with pytest.raises(BenchInputError, match="count_causes"):
         record_from_dict(data, source="cpu.json")
+
+
+def test_a_variance_prior_of_infinite_degrees_of_freedom_survives_the_record():
+    """A run whose variances spread no more than sampling explains fits a prior with
+    infinite degrees of freedom; JSON writes it as null, and the comment job once
+    refused every such artifact (caught by pr's own read-back)."""
+    import math
+
+    from rlpace.bench.compare import Comparison
+    from rlpace.bench.comparison_record import record_from_dict
+    from rlpace.bench.stats import fit_variance_prior
+
+    prior = fit_variance_prior([0.010, 0.0101, 0.0099, 0.010], [2, 2, 2, 2])
+    assert prior[1] == math.inf  # what the real fit gives such a run
+    data = json.loads(json.dumps(Comparison(rows=(), variance_prior=prior).to_dict()))
+    assert data["variance_prior"][1] is None
+    data["pipeline"] = {"set": "cpu"}
+    again = record_from_dict(data, source="cpu.json").comparison.variance_prior
+    assert again[0] == pytest.approx(prior[0]) and again[1] == math.inf
+    data["variance_prior"] = [None, 3]
+    with pytest.raises(BenchInputError, match="variance_prior"):
+        record_from_dict(data, source="cpu.json")

@@ -286,7 +286,14 @@ COMPARISON_SCHEMA: dict[str, Any] = {
         "variance_prior": {
             "anyOf": [
                 {"type": "null"},
-                {"type": "array", "minItems": 2, "maxItems": 2, "items": {"type": "number"}},
+                # (variance, degrees of freedom); infinite degrees of freedom (variances
+                # no more spread than sampling explains) are written as null
+                {
+                    "type": "array",
+                    "minItems": 2,
+                    "maxItems": 2,
+                    "prefixItems": [{"type": "number"}, _NUM],
+                },
             ]
         },
         "confirm_repeats": {"type": "integer", "minimum": 0, "maximum": 1000},
@@ -538,7 +545,9 @@ def _comparison(data: Mapping[str, Any]) -> Comparison:
             }
         ),
         "calibration": None if data.get("calibration") is None else dict(data["calibration"]),
-        "variance_prior": None if prior is None else (float(prior[0]), float(prior[1])),
+        "variance_prior": None
+        if prior is None
+        else (float(prior[0]), math.inf if prior[1] is None else float(prior[1])),
         "count_tier": None if data.get("count_tier") is None else dict(data["count_tier"]),
         "duet_calibration": None
         if data.get("duet_calibration") is None
