@@ -320,20 +320,25 @@ def test_pr_flags_the_slowed_case_and_only_it(tiny_repo, tmp_path, monkeypatch, 
     # ABBA, and it repeated
     assert touched["confirmed"] is True and touched["confirm_change_pct"] < -25
     assert touched["note"].startswith("confirmed: ") and data["confirm_repeats"] == 2
-    assert data["pipeline"]["confirmation"] == {
-        "repeats": 2,
-        "benchmarks": [touched["fullname"]],
-        "order": ["base-0", "head-0", "head-1", "base-1"],
-    }
+    confirmation = data["pipeline"]["confirmation"]
+    assert confirmation["repeats"] == 2 and touched["fullname"] in confirmation["benchmarks"]
+    assert confirmation["order"] == ["base-0", "head-0", "head-1", "base-1"]
     steady = next(r for r in data["rows"] if r["name"] == "test_steady")
-    assert steady["confirmed"] is None
+    # a case of a few microseconds can be flagged by the first runs of a loaded machine
+    # (it was, once, in a fresh-clone make test): then the confirmation clears it
+    assert steady["confirmed"] is (
+        False if steady["fullname"] in confirmation["benchmarks"] else None
+    )
     confirm_dir = tmp_path / "cache" / "runs" / "cpu-confirm"
     ran = json.loads((confirm_dir / "head-1.json").read_text())["benchmarks"]
-    assert [b["name"] for b in ran] == ["test_touched"]
-    assert (
-        "the 1 benchmark the first runs flagged ran again, 2 more runs a side, ABBA; it "
-        "was flagged again the same way and stands." in comment
-    )
+    assert sorted(b["fullname"] for b in ran) == sorted(confirmation["benchmarks"])
+    if steady["confirmed"] is None:
+        assert (
+            "the 1 benchmark the first runs flagged ran again, 2 more runs a side, ABBA; it "
+            "was flagged again the same way and stands." in comment
+        )
+    else:
+        assert "the 2 benchmarks the first runs flagged ran again, 2 more runs a side" in comment
     assert "| Confirmed |" in comment
     # `compare` on the same runs, with the same calibration and settings, is judged by
     # the same judge: every figure and the verdict before confirmation are pr's
