@@ -95,6 +95,20 @@ def test_real_shifts_are_flagged_for_every_seed(factor, verdict):
         assert row.mdc_pct < abs(expected)
 
 
+@pytest.mark.parametrize(("factor", "rounds"), [(10.0, 5), (117.0, 60), (0.1, 5)])
+def test_a_change_of_many_times_is_flagged_however_wide_its_rounds_spread(factor, rounds):
+    """A case 10x or 117x slower (or 10x faster) with the same relative spread: its
+    rounds' detectable change was the head's absolute spread over the base's median, so
+    a 117x slow-down of a tiny pr test read 228 % and was called unchanged."""
+    for seed in range(10):
+        rng = np.random.default_rng(300 + seed)
+        base = timing(rng, rounds, spread=0.1)
+        head = factor * timing(rng, rounds, spread=0.1)
+        row = compare_runs(runs({"a": head}), runs({"a": base})).rows[0]
+        assert row.verdict is (Verdict.WORSENED if factor > 1 else Verdict.IMPROVED), (seed, row)
+        assert row.mdc_pct < 60, (seed, row.mdc_pct)
+
+
 def test_change_pct_is_ops_based_like_the_seed_bot():
     base = runs({"a": [1.0, 1.0, 1.0, 4.0]})  # mean 1.75
     head = runs({"a": [2.0, 2.0, 2.0, 2.0]})  # mean 2.0
