@@ -87,8 +87,8 @@ class Timed:
         count_calls: calls the count tier measures together and reports per call
             (None: its ``--calls``, 1 by default). For a call of a few thousand
             instructions, whose count moves by a few hundred from process to process
-            (what a torch op's dispatch reads), so that its gate can be small; timing
-            ignores it.
+            and also carries the ~5 k instructions of being measured, so that its gate
+            can be small; timing ignores it.
 
     Example:
         >>> t = Timed(lambda: None, items=128, unit="frames")
