@@ -789,3 +789,23 @@ def test_a_dump_whose_instruction_counter_wrapped_is_not_a_count(tmp_path):
     )
     totals = read_dumps(dumps)["t_totals"]
     assert totals.instructions == 4321.0 and totals.wrapped == ()
+
+
+def test_aa_widened_with_a_missing_or_foreign_file_says_so_and_writes_nothing(tmp_path, capsys):
+    runs = []
+    for name, ir in (("a.json", 1000.0), ("b.json", 1001.0)):
+        run = CountRun({"commit": "c" * 40}, (CaseCount("t", "counted", instructions=ir),))
+        runs.append(str(write_counts(run, tmp_path / name)))
+    out = tmp_path / "gates.json"
+    assert (
+        cli_main(["count", "aa", *runs, "-o", str(out), "--widen", str(tmp_path / "no.json")]) == 2
+    )
+    err = capsys.readouterr().err
+    assert "expected a count gate file, found none" in err and "fix:" in err
+    (tmp_path / "foreign.json").write_text('{"format": "rlpace-counts"}')
+    assert (
+        cli_main(["count", "aa", *runs, "-o", str(out), "--widen", str(tmp_path / "foreign.json")])
+        == 2
+    )
+    assert "expected format 'rlpace-count-gates'" in capsys.readouterr().err
+    assert not out.exists()

@@ -122,7 +122,7 @@ def gate_from_aa(runs: Sequence[CountRun]) -> dict[str, CountGate]:
         cases = [t.get(test_id) for t in tables]
         if not all(c is not None and c.counted for c in cases):
             continue
-        calls = {c.calls or r.meta.get("calls", 1) for c, r in zip(cases, runs, strict=True)}
+        calls = {_calls(c, r) for c, r in zip(cases, runs, strict=True)}
         if len(calls) > 1:  # not the same measure in every run
             continue
         cycles = [c.cycles for c in cases if c.cycles is not None]
@@ -133,6 +133,11 @@ def gate_from_aa(runs: Sequence[CountRun]) -> dict[str, CountGate]:
             calls=int(calls.pop()),
         )
     return gates
+
+
+def _calls(case: CaseCount, run: CountRun) -> int:
+    """Calls the case's counts are the mean of: its own, else (an older file) the run's."""
+    return int(case.calls or run.meta.get("calls", 1))
 
 
 def widen_gates(new: Mapping[str, CountGate], old: Mapping[str, CountGate]) -> dict[str, CountGate]:
@@ -252,7 +257,7 @@ def compare_counts(
         if not (hc.counted and bc.counted):
             changes.append(CountChange(test_id, "not-counted", reason=_reasons(hc, bc)))
             continue
-        calls = (hc.calls or head.meta.get("calls", 1), bc.calls or base.meta.get("calls", 1))
+        calls = (_calls(hc, head), _calls(bc, base))
         if calls[0] != calls[1]:
             # one counted call carries the ~5 k instructions of being measured, 100 calls
             # share them: the two per-call figures are not the same measure
