@@ -404,14 +404,9 @@ def test_stuck():
 """
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
-def test_a_killed_driver_leaves_no_suite_run_behind_even_mid_duet(
-    tmp_path, find_processes, survivors
-):
-    """SIGKILL ``pr``'s process in the middle of a duet: both runs (started from threads)
-    stop with it instead of loading the cores of whatever runs next."""
-    import os
-    import signal
+def _stuck_duet(tmp_path, find_processes):
+    """A driver in the middle of a duet whose two runs hang in their case; returns the
+    driver and a function listing its suite runs still alive."""
     import subprocess
     import time
 
@@ -429,6 +424,7 @@ def test_a_killed_driver_leaves_no_suite_run_behind_even_mid_duet(
          "run_interleaved(set_name='cpu', sides={'base': tree, 'head': tree}, "
          "runs_dir=Path(sys.argv[2]), repeats=1, settings=RunSettings(), duet=True)",
          str(root), str(tmp_path / "runs")],
+        stderr=subprocess.PIPE,
     )  # fmt: skip
     marker = str(tmp_path / "runs").encode()  # in each run's --benchmark-json
 
@@ -439,7 +435,49 @@ def test_a_killed_driver_leaves_no_suite_run_behind_even_mid_duet(
     while len(suite_runs()) < 2 and time.monotonic() < deadline:
         time.sleep(0.2)
     assert len(suite_runs()) == 2, "the duet's two runs never started"
+    return driver, marker
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_killed_driver_leaves_no_suite_run_behind_even_mid_duet(
+    tmp_path, find_processes, survivors
+):
+    """SIGKILL ``pr``'s process in the middle of a duet: both runs (started from threads)
+    stop with it instead of loading the cores of whatever runs next."""
+    import os
+    import signal
+
+    driver, marker = _stuck_duet(tmp_path, find_processes)
     os.kill(driver.pid, signal.SIGKILL)
-    driver.wait()
+    driver.communicate()
     left = survivors(b"-m\0pytest\0", marker, within=20)
     assert not left, "suite runs went on after their driver was killed"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="finds its runs in /proc")
+def test_ctrl_c_to_the_driver_alone_mid_duet_stops_both_runs_at_once(
+    tmp_path, find_processes, survivors
+):
+    """A SIGINT sent to the driver only (``kill -INT``, not a terminal's Ctrl-C to the
+    whole group): the duet's runs, waited for in threads the signal does not reach, are
+    interrupted too, and the driver leaves within seconds, not when their cases end
+    (the stuck case sleeps 120 s; before, the driver waited for it)."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    driver, marker = _stuck_duet(tmp_path, find_processes)
+    sent = time.monotonic()
+    os.kill(driver.pid, signal.SIGINT)
+    try:
+        _, err = driver.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        driver.kill()
+        driver.communicate()
+        pytest.fail("the driver still waited for its duet 60 s after its SIGINT")
+    waited = time.monotonic() - sent
+    assert driver.returncode != 0 and b"KeyboardInterrupt" in err
+    assert waited < 30, f"the driver waited {waited:.0f} s for its duet after Ctrl-C"
+    left = survivors(b"-m\0pytest\0", marker, within=10)
+    assert not left, "suite runs went on after their driver was interrupted"

@@ -70,6 +70,7 @@ from rlpace.bench.runner import (
     RunSettings,
     abba_schedule,
     run,
+    stop_runs,
     suite_present,
 )
 
@@ -346,12 +347,20 @@ def _outcomes(
     cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
     slots: list[int | None] = list(cpus[:2]) if len(cpus) >= 2 else [None, None]
     with ThreadPoolExecutor(max_workers=2) as pool:
-        for k in range(repeats):
-            # which side each core gets alternates too, so a faster core favours neither
-            order = ("base", "head") if k % 2 == 0 else ("head", "base")
-            futures = {side: pool.submit(one, k, side, slots[i]) for i, side in enumerate(order)}
-            for side in order:
-                yield k, side, futures[side].result()
+        try:
+            for k in range(repeats):
+                # which side each core gets alternates too, so a faster core favours neither
+                order = ("base", "head") if k % 2 == 0 else ("head", "base")
+                futures = {
+                    side: pool.submit(one, k, side, slots[i]) for i, side in enumerate(order)
+                }
+                for side in order:
+                    yield k, side, futures[side].result()
+        except BaseException:
+            # Ctrl-C, a failed run or a caller that stopped early: the runs still going
+            # in the pool's threads stop now, instead of the pool waiting for them
+            stop_runs()
+            raise
 
 
 @dataclass(frozen=True)

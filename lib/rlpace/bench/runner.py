@@ -23,11 +23,15 @@ a base commit whose suite plugin predates the option still runs.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
+import signal
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -43,6 +47,7 @@ __all__ = [
     "pytest_args",
     "run",
     "stable_environ",
+    "stop_runs",
     "suite_present",
 ]
 
@@ -229,6 +234,43 @@ command. A killed ``pr`` then leaves no run behind to load the cores of the next
 No ``preexec_fn``, which is unsafe when a duet starts runs from threads."""
 
 
+_LIVE: set[subprocess.Popen] = set()
+"""The suite runs this process has going (a duet's two come from two threads)."""
+_LIVE_LOCK = threading.Lock()
+
+
+def stop_runs(grace: float = 5.0) -> int:
+    """Interrupt every suite run this process has going; return how many there were.
+
+    Each run gets a SIGINT, as a terminal's Ctrl-C would give it (pytest stops its case
+    and its workers), and is killed if it has not ended within ``grace`` seconds. A
+    duet's runs are waited for in threads that a Ctrl-C of the driver alone does not
+    reach: the driver calls this before it leaves, so it does not wait for them.
+
+    Example:
+        >>> stop_runs()  # nothing running
+        0
+    """
+    with _LIVE_LOCK:
+        procs = [p for p in _LIVE if p.poll() is None]
+    _interrupt(procs, grace)
+    return len(procs)
+
+
+def _interrupt(procs: Sequence[subprocess.Popen], grace: float = 5.0) -> None:
+    """SIGINT each process, then kill what has not ended within ``grace`` seconds."""
+    for proc in procs:
+        with contextlib.suppress(ProcessLookupError):  # ended in between
+            proc.send_signal(signal.SIGINT)
+    deadline = time.monotonic() + grace
+    for proc in procs:
+        try:
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 def suite_present(tree: Path | str) -> bool:
     """Whether ``tree`` holds a benchmark suite (:data:`SUITE_DIR`).
 
@@ -341,15 +383,26 @@ def run(
     )
     command = [python, "-c", _LAUNCHER, str(os.getpid()), "-" if cpu is None else str(cpu)]
     command += [python, "-m", "pytest", *args]
-    proc = subprocess.run(
+    pipe = subprocess.PIPE if quiet else None
+    with subprocess.Popen(
         command,
         cwd=root,
         env=stable_environ({**os.environ, **(environ or {})}, settings),
-        capture_output=quiet,
+        stdout=pipe,
+        stderr=pipe,
         text=True,
-        check=False,
-    )
-    tail = (proc.stdout or "")[-4000:] + (proc.stderr or "")[-4000:] if quiet else ""
+    ) as proc:
+        with _LIVE_LOCK:
+            _LIVE.add(proc)
+        try:
+            stdout, stderr = proc.communicate()
+        except BaseException:  # Ctrl-C in the thread that waits: the run ends too
+            _interrupt([proc])
+            raise
+        finally:
+            with _LIVE_LOCK:
+                _LIVE.discard(proc)
+    tail = (stdout or "")[-4000:] + (stderr or "")[-4000:] if quiet else ""
     returncode = proc.returncode
     if returncode == 5:  # pytest: no tests collected
         if keyword:
