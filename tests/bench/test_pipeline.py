@@ -542,6 +542,27 @@ def test_pr_command_bad_input_exits_2_and_says_why(tiny_repo, tmp_path, monkeypa
     assert "expected a git working tree" in capsys.readouterr().err
 
 
+def test_a_failed_pr_leaves_no_earlier_report_to_be_read_as_its_own(
+    tiny_repo, tmp_path, monkeypatch, capsys
+):
+    """A ``pr`` that stops before its verdict (here ``-k`` selects nothing; a Ctrl-C or
+    a crashed run does the same) removes the set's reports of an earlier run instead of
+    leaving them to be read, or posted, as this run's; another set's stay."""
+    monkeypatch.chdir(tiny_repo)
+    out = tiny_repo / "reports" / "pr"
+    out.mkdir(parents=True)
+    stale = {name: f"an earlier run's {name}\n" for name in ("cpu.md", "cpu.seed.md", "cpu.json")}
+    for name, text in stale.items():
+        (out / name).write_text(text)
+    (out / "gpu.md").write_text("another set's report\n")
+    args = ["pr", "--base", "HEAD~1", "--no-counts", "--cache-dir", str(tmp_path / "cache")]
+    assert cli_main([*args, "--sets", "cpu", "-k", "no_such_case"]) == 2
+    assert "matched -k 'no_such_case'" in capsys.readouterr().err
+    assert [name for name in stale if (out / name).exists()] == []
+    assert (out / "gpu.md").read_text() == "another set's report\n"
+    assert list(out.glob("*.partial")) == []
+
+
 COUNTED_CASES = """from rlpace.bench.suite import Timed, case
 
 DATA = list(range(3000))

@@ -397,6 +397,25 @@ REPORT_STYLES = {"rlpace": "{set}.md", "seed": "{set}.seed.md"}
 """Rendered report styles and their file names under ``out_dir``."""
 
 
+def _report_paths(out_dir: Path, set_name: str) -> list[Path]:
+    """What ``pr`` writes for one set: its rendered reports and its ``<set>.json``."""
+    names = [pattern.format(set=set_name) for pattern in REPORT_STYLES.values()]
+    return [out_dir / name for name in (*names, f"{set_name}.json")]
+
+
+def _clear_reports(out_dir: Path, set_name: str) -> None:
+    """Remove a set's reports from an earlier run before this run's set starts."""
+    for path in _report_paths(out_dir, set_name):
+        path.unlink(missing_ok=True)
+
+
+def _write(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` whole or not at all (a partial file, then a rename)."""
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(text, encoding="utf-8")
+    partial.replace(path)
+
+
 def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> list[SetOutcome]:
     """Benchmark the working tree against ``config.base`` and write the reports.
 
@@ -440,6 +459,9 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
     outcomes = []
     for set_name in config.sets:
         out_dir.mkdir(parents=True, exist_ok=True)
+        # a run that fails or is interrupted must not leave the last run's verdict to be
+        # read as this one's
+        _clear_reports(out_dir, set_name)
         if set_name == "gpu" and not cuda_available(Path(sys.executable)):
             skipped = SideRuns(set_name, (), (), "no CUDA device on this machine")
             outcomes.append(_write_skipped(out_dir, set_name, skipped, base))
@@ -834,7 +856,7 @@ def _write_reports(
         first, _, rest = text.partition("\n")
         if not first.startswith("<!--"):  # a style without the report marker
             first, rest = "", text
-        path.write_text("\n".join(x for x in (first, marker, rest) if x) + "\n", "utf-8")
+        _write(path, "\n".join(x for x in (first, marker, rest) if x) + "\n")
         written.append(path)
     data = comparison.to_dict()
     data["pipeline"] = _pipeline_meta(set_name, runs, base)
@@ -867,7 +889,7 @@ def _write_reports(
         else {"repeats": clock_runs.repeats, "duet": True, "order": _run_order(clock_runs)}
     )
     json_path = out_dir / f"{set_name}.json"
-    json_path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    _write(json_path, json.dumps(data, indent=2) + "\n")
     written.append(json_path)
     _check_record(json_path)
     return SetOutcome(set_name, comparison, None, tuple(written), runs, confirm_runs)
@@ -896,9 +918,9 @@ def _write_skipped(out_dir: Path, set_name: str, runs: SideRuns, base: BaseCheck
         f"{REPORT_MARKER}\n{set_marker(set_name)}\n## {_title(set_name, base)}\n\n"
         f"Skipped: {runs.skipped}.\n"
     )
-    md.write_text(text, encoding="utf-8")
+    _write(md, text)
     seed = out_dir / f"{set_name}.seed.md"
-    seed.write_text(text, encoding="utf-8")
+    _write(seed, text)
     data = {
         "format": "rlpace-pr-skipped",
         "version": 1,
@@ -906,7 +928,7 @@ def _write_skipped(out_dir: Path, set_name: str, runs: SideRuns, base: BaseCheck
         "pipeline": _pipeline_meta(set_name, runs, base),
     }
     json_path = out_dir / f"{set_name}.json"
-    json_path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    _write(json_path, json.dumps(data, indent=2) + "\n")
     return SetOutcome(set_name, None, runs.skipped, (md, seed, json_path), runs)
 
 
