@@ -434,7 +434,9 @@ def _stuck_duet(tmp_path, find_processes):
     deadline = time.monotonic() + 60
     while len(suite_runs()) < 2 and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert len(suite_runs()) == 2, "the duet's two runs never started"
+    # two or more: a run that starts a helper process (fork, then exec) shows its
+    # command line twice for a moment
+    assert len(suite_runs()) >= 2, "the duet's two runs never started"
     return driver, marker
 
 
