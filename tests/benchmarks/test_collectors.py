@@ -63,13 +63,18 @@ def test_collector_single(impl, env):
     """One env in the main process (counting: a batch of 8 envs)."""
     make_env = env_factory(env, num_envs=8)
     policy = make_policy(env)
+    base_env = make_env()
+    if env == "cartpole":
+        # unseeded, gymnasium draws CartPole's starts from OS entropy: the episodes, and
+        # so the resets a batch holds, would differ from process to process
+        base_env.set_seed(0)
     if impl == "rlpace":
         from rlpace.collectors import Collector
 
-        collector = Collector(make_env(), policy, frames_per_batch=FRAMES)
+        collector = Collector(base_env, policy, frames_per_batch=FRAMES)
     else:
         tc = _torchrl_collectors()
-        collector = tc.Collector(make_env(), policy, frames_per_batch=FRAMES, total_frames=-1)
+        collector = tc.Collector(base_env, policy, frames_per_batch=FRAMES, total_frames=-1)
     return _throughput(collector, FRAMES)
 
 
