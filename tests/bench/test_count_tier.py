@@ -809,3 +809,35 @@ def test_aa_widened_with_a_missing_or_foreign_file_says_so_and_writes_nothing(tm
     )
     assert "expected format 'rlpace-count-gates'" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_aa_fresh_cases_drop_the_reading_their_old_code_left(tmp_path, capsys):
+    """``count aa --widen G --fresh ID``: a case whose code changed what a call does
+    (seeded an env, reset a total) keeps only the new reading; the others stay widened."""
+    runs = []
+    for name, ir in (("a.json", 1000.0), ("b.json", 1001.0)):
+        cases = (
+            CaseCount("test_c[x-1]", "counted", instructions=ir),
+            CaseCount("test_d", "counted", instructions=ir),
+        )
+        runs.append(str(write_counts(CountRun({"commit": "c" * 40}, cases), tmp_path / name)))
+    earlier = tmp_path / "gates.json"
+    assert cli_main(["count", "aa", *runs, "-o", str(earlier)]) == 0
+    doc = json.loads(earlier.read_text())
+    for test_id in ("test_c[x-1]", "test_d"):
+        doc["gates"][test_id]["spread"] = 0.006  # the old code wobbled
+    earlier.write_text(json.dumps(doc))
+    out = tmp_path / "new.json"
+    args = ["count", "aa", *runs, "-o", str(out), "--widen", str(earlier)]
+    assert cli_main([*args, "--fresh", "test_c[x-1]"]) == 0
+    gates, meta, _, _ = read_gates(out)
+    assert gates["test_c[x-1]"].spread == 0.001 and gates["test_c[x-1]"].runs == 2
+    assert gates["test_d"].spread == 0.006 and gates["test_d"].runs == 4
+    assert meta["fresh"] == ["test_c[x-1]"]
+    assert cli_main([*args, "--fresh", "test_*"]) == 0  # a glob; brackets match themselves
+    assert {g.spread for g in read_gates(out)[0].values()} == {0.001}
+    out.unlink()
+    capsys.readouterr()
+    assert cli_main(["count", "aa", *runs, "-o", str(out), "--fresh", "test_d"]) == 2
+    assert "no earlier gate file was given; fix: add --widen" in capsys.readouterr().err
+    assert not out.exists()

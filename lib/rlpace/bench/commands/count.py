@@ -8,7 +8,8 @@ Three actions:
 - ``count aa A.json B.json [...] -o reports/counts/gates.json``: per-case gates from
   count runs of the same commit, with the share of cases that detect 2 % and 5 %
   (``--widen reports/counts/gates.json``: each case keeps the wider of this reading
-  and the file's);
+  and the file's, except those ``--fresh ID ...`` names, whose case changed what a call
+  does);
 - ``count compare --head H.json --base B.json [--gates G.json]``: the verdict per case
   (refused when the files come from another Valgrind, interpreter or architecture).
 
@@ -26,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from rlpace.bench.errors import BenchInputError
@@ -63,6 +65,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="an earlier gate file (another day's or host's A/A runs): each case keeps the "
         "wider of the two readings, unless it is counted over other calls now",
     )
+    aa.add_argument(
+        "--fresh",
+        nargs="+",
+        default=[],
+        metavar="ID",
+        help="with --widen: test ids (or globs) whose case changed what a call does; they "
+        "keep only this reading",
+    )
     compare = actions.add_parser("compare", help="judge a head count file against a base one")
     compare.add_argument("--head", required=True, help="head count file")
     compare.add_argument("--base", required=True, help="base count file")
@@ -93,7 +103,7 @@ def main(args: argparse.Namespace) -> int:
         return _run(Path(args.root), Path(args.output), args.select, args.calls, args.timeout)
     if args.action == "aa":
         widen = Path(args.widen) if args.widen else None
-        return _aa([Path(p) for p in args.runs], Path(args.output), widen)
+        return _aa([Path(p) for p in args.runs], Path(args.output), widen, args.fresh)
     if args.action == "compare":
         return _compare(
             head=Path(args.head),
@@ -140,7 +150,9 @@ def _run(root: Path, output: Path, select: list[str], calls: int, timeout: float
     return 0
 
 
-def _aa(paths: list[Path], output: Path, widen: Path | None = None) -> int:
+def _aa(
+    paths: list[Path], output: Path, widen: Path | None = None, fresh: Sequence[str] = ()
+) -> int:
     from rlpace.bench.counts.gates import gate_summary, write_gates
     from rlpace.bench.counts.records import count_differences, read_counts
 
@@ -148,7 +160,7 @@ def _aa(paths: list[Path], output: Path, widen: Path | None = None) -> int:
     for other in runs[1:]:
         for warning in count_differences(other.meta, runs[0].meta):
             print(f"rlpace-bench count aa: warning: {warning}", file=sys.stderr)
-    gates = write_gates(runs, output, widen=widen)
+    gates = write_gates(runs, output, widen=widen, fresh=fresh)
     print(json.dumps(gate_summary(gates), indent=1))
     return 0
 

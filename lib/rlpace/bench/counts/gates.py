@@ -47,9 +47,11 @@ def write_gates(
     k: float = DEFAULT_K,
     floor: float = DEFAULT_FLOOR,
     widen: Path | None = None,
+    fresh: Sequence[str] = (),
 ) -> dict[str, CountGate]:
     """Compute per-case gates from A/A ``runs`` and write them to ``path``; with
-    ``widen``, an earlier gate file, each case keeps the wider of the two readings
+    ``widen``, an earlier gate file, each case keeps the wider of the two readings,
+    except the cases ``fresh`` names, which keep only this one
     (:func:`~rlpace.bench.counts.verdict.widen_gates`).
 
     Example:
@@ -73,10 +75,19 @@ def write_gates(
     meta = dict(runs[0].meta)
     if widen is not None:
         earlier, earlier_meta, _, _ = read_gates(widen)  # read before path is replaced
-        gates = widen_gates(gates, earlier)
+        gates = widen_gates(gates, earlier, fresh)
         meta["widened_with"] = {
-            key: earlier_meta.get(key) for key in ("commit", "cpu", "host", "created")
+            key: earlier_meta.get(key)
+            for key in ("commit", "cpu", "host", "created", "widened_with")
+            if earlier_meta.get(key) is not None
         }
+        if fresh:
+            meta["fresh"] = list(fresh)
+    elif fresh:
+        raise BenchInputError(
+            f"count aa: --fresh {' '.join(fresh)} names cases whose earlier reading no longer "
+            "applies, but no earlier gate file was given; fix: add --widen GATES, or drop --fresh"
+        )
     doc = {
         "format": GATES_FORMAT,
         "version": GATES_FORMAT_VERSION,

@@ -25,6 +25,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 
 from rlpace.bench.counts.records import CaseCount, CountRun
 
@@ -36,6 +37,7 @@ __all__ = [
     "CountGate",
     "compare_counts",
     "gate_from_aa",
+    "id_matches",
     "relative_change",
     "widen_gates",
 ]
@@ -135,17 +137,40 @@ def gate_from_aa(runs: Sequence[CountRun]) -> dict[str, CountGate]:
     return gates
 
 
+def id_matches(test_id: str, patterns: Sequence[str]) -> bool:
+    """Whether ``test_id`` is one of ``patterns``: an exact id, or a glob when the
+    pattern holds ``*`` or ``?`` (brackets always match themselves, as in test ids).
+
+    Example:
+        >>> id_matches("test_a[x-1]", ["test_a[x-1]"]), id_matches("test_a[x-1]", ["test_a*"])
+        (True, True)
+        >>> id_matches("test_ab", ["test_a"])
+        False
+    """
+    return any(
+        test_id == p
+        or (any(ch in p for ch in "*?") and fnmatchcase(test_id, p.replace("[", "[[]")))
+        for p in patterns
+    )
+
+
 def _calls(case: CaseCount, run: CountRun) -> int:
     """Calls the case's counts are the mean of: its own, else (an older file) the run's."""
     return int(case.calls or run.meta.get("calls", 1))
 
 
-def widen_gates(new: Mapping[str, CountGate], old: Mapping[str, CountGate]) -> dict[str, CountGate]:
+def widen_gates(
+    new: Mapping[str, CountGate],
+    old: Mapping[str, CountGate],
+    fresh: Sequence[str] = (),
+) -> dict[str, CountGate]:
     """Per case, the wider of two A/A readings (another day's, another host's runs).
 
     A case counted over the same calls in both keeps the larger spreads and the runs of
-    both; one counted over other calls now (``Timed.count_calls`` changed) keeps only
-    the new reading; a case only in ``old`` keeps its old gate.
+    both; one counted over other calls now (``Timed.count_calls`` changed), or named by
+    ``fresh`` (exact test ids, or globs with ``*`` / ``?``: cases whose code changed
+    what one call does, so the old reading describes another measure), keeps only the
+    new reading; a case only in ``old`` keeps its old gate.
 
     Example:
         >>> new = {"a": CountGate(0.001, 0.002, 4), "b": CountGate(0.0003, 0.0, 4, calls=100)}
@@ -153,11 +178,13 @@ def widen_gates(new: Mapping[str, CountGate], old: Mapping[str, CountGate]) -> d
         ...        "c": CountGate(0.002, 0.002, 4)}
         >>> {i: (g.spread, g.cycles_spread, g.runs) for i, g in widen_gates(new, old).items()}
         {'a': (0.003, 0.002, 8), 'b': (0.0003, 0.0, 4), 'c': (0.002, 0.002, 4)}
+        >>> widen_gates(new, old, fresh=["a*"])["a"].spread
+        0.001
     """
     out = dict(old)
     for test_id, gate in new.items():
         prior = old.get(test_id)
-        if prior is None or prior.calls != gate.calls:
+        if prior is None or prior.calls != gate.calls or id_matches(test_id, fresh):
             out[test_id] = gate
             continue
         out[test_id] = CountGate(
