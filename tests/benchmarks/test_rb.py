@@ -133,6 +133,14 @@ def test_rb_iterate(impl, storage, sampler):
     return Timed(lambda: next(batches), items=BATCH, unit="samples")
 
 
+@case(params={"impl": IMPLS, "storage": STORAGES}, timer="cpu")
+def test_rb_index(impl, storage):
+    """Reads by index, ``rb[idx]`` with 256 fixed random indices: no sampler involved."""
+    rb = _filled(impl, storage, "random")
+    idx = torch.randint(SIZE[storage], (BATCH,), generator=torch.Generator().manual_seed(0))
+    return Timed(lambda: rb[idx], items=BATCH, unit="items")
+
+
 @case(params={"impl": IMPLS, "storage": STORAGES, "sampler": SAMPLERS}, timer="cpu")
 def test_rb_populate(impl, storage, sampler):
     size = SIZE[storage]
