@@ -662,8 +662,8 @@ def test_the_comment_shows_count_and_time_side_by_side_and_why():
     # a small regression the lone recount did not repeat: listed with both figures
     dropped = CountChange(
         "a", "same", 1e6, 1.0015e6, 0.0015, gate=0.01,
-        reason="counted among the other cases +1.47%, alone +0.21% (gate 1.00%): what ran "
-        "before it moved it, not the change",
+        reason="counted among the other cases +1.47%, alone +0.21% (gate 1.00%): the process "
+        "around it moved it (what ran before it, the heap's layout), not the change",
     )  # fmt: skip
     recounted = CountTier(changes=(dropped,), wall_s=90, recounted=("a",))
     text = render_report({"cpu": apply_count_tier(timing, recounted)}, title="PR")

@@ -260,7 +260,8 @@ def _recount_small(
                 verdict="same",
                 reason=(
                     f"counted among the other cases {c.instructions_change:+.2%}, alone "
-                    f"{moved} (gate {c.gate:.2%}): what ran before it moved it, not the change"
+                    f"{moved} (gate {c.gate:.2%}): the process around it moved it (what ran "
+                    "before it, the heap's layout), not the change"
                 ),
             )
         kept.append(c)
