@@ -834,6 +834,9 @@ def test_aa_fresh_cases_drop_the_reading_their_old_code_left(tmp_path, capsys):
     assert gates["test_c[x-1]"].spread == 0.001 and gates["test_c[x-1]"].runs == 2
     assert gates["test_d"].spread == 0.006 and gates["test_d"].runs == 4
     assert meta["fresh"] == ["test_c[x-1]"]
+    again = tmp_path / "again.json"  # widened once more: the chain keeps which were fresh
+    assert cli_main(["count", "aa", *runs, "-o", str(again), "--widen", str(out)]) == 0
+    assert read_gates(again)[1]["widened_with"]["fresh"] == ["test_c[x-1]"]
     assert cli_main([*args, "--fresh", "test_*"]) == 0  # a glob; brackets match themselves
     assert {g.spread for g in read_gates(out)[0].values()} == {0.001}
     out.unlink()

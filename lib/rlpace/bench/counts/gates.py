@@ -78,7 +78,7 @@ def write_gates(
         gates = widen_gates(gates, earlier, fresh)
         meta["widened_with"] = {
             key: earlier_meta.get(key)
-            for key in ("commit", "cpu", "host", "created", "widened_with")
+            for key in ("commit", "cpu", "host", "created", "fresh", "widened_with")
             if earlier_meta.get(key) is not None
         }
         if fresh:
