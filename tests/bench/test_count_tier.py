@@ -704,7 +704,12 @@ def _counting_driver(tmp_path, find_processes, code, processes=1, **popen):
     suite = tmp_path / "tree" / "tests" / "benchmarks"
     suite.mkdir(parents=True)
     (suite / "test_orphan.py").write_text(ORPHAN, "utf-8")
-    imports = "import sys; from pathlib import Path; from rlpace.bench.counts.session import *; "
+    # SIGINT handled as under a terminal: a test run started in a script's background
+    # inherits it ignored (POSIX), and Python keeps an ignored SIGINT ignored
+    imports = (
+        "import signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+        "import sys; from pathlib import Path; from rlpace.bench.counts.session import *; "
+    )
     driver = subprocess.Popen(
         [sys.executable, "-c", imports + code, str(suite.parents[1])], **popen
     )

@@ -415,8 +415,11 @@ def _stuck_duet(tmp_path, find_processes):
     bench.mkdir(parents=True)
     shutil.copy(ROOT / "tests" / "benchmarks" / "conftest.py", bench / "conftest.py")
     (bench / "test_stuck.py").write_text(STUCK)
+    # SIGINT handled as under a terminal: a test run started in a script's background
+    # inherits it ignored (POSIX), and Python keeps an ignored SIGINT ignored
     driver = subprocess.Popen(
         [sys.executable, "-c",
+         "import signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
          "import sys; from pathlib import Path; "
          "from rlpace.bench.pipeline import run_interleaved; "
          "from rlpace.bench.runner import RunSettings; "
