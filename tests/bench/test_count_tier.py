@@ -849,3 +849,54 @@ def test_aa_fresh_cases_drop_the_reading_their_old_code_left(tmp_path, capsys):
     assert cli_main(["count", "aa", *runs, "-o", str(out), "--fresh", "test_d"]) == 2
     assert "no earlier gate file was given; fix: add --widen" in capsys.readouterr().err
     assert not out.exists()
+
+
+# a native name read from a real count regression's Callgrind dump (PyTorch's dispatcher
+# wrapping Tensor.clone): 578 characters, past the comparison record's 300
+DISPATCHER_CLONE = (
+    "???:c10::impl::wrap_kernel_functor_unboxed_<c10::impl::detail::WrapFunctionIntoFunctor_"
+    "<c10::CompileTimeFunctionPointer<at::Tensor (c10::DispatchKeySet, at::Tensor const&, "
+    "std::optional<c10::MemoryFormat>), &torch::autograd::VariableType::(anonymous namespace)"
+    "::clone>, at::Tensor, c10::guts::typelist::typelist<c10::DispatchKeySet, at::Tensor "
+    "const&, std::optional<c10::MemoryFormat> > >, at::Tensor (c10::DispatchKeySet, "
+    "at::Tensor const&, std::optional<c10::MemoryFormat>)>::call(c10::OperatorKernel*, "
+    "c10::DispatchKeySet, at::Tensor const&, std::optional<c10::MemoryFormat>)"
+)
+
+
+def test_why_shows_a_dispatcher_symbol_short_enough_for_the_record(monkeypatch, tmp_path):
+    """A count regression inside PyTorch names C++ symbols of 500+ characters; ``pr``
+    once wrote them into its comparison, which the comment job's schema refused (no
+    comment at all). The cause shows them with template arguments elided."""
+    from rlpace.bench.compare import BenchmarkChange, Comparison, Verdict
+    from rlpace.bench.comparison_record import record_from_dict
+    from rlpace.bench.counts import why
+
+    assert len(DISPATCHER_CLONE) > 300
+    costs = {
+        "h.out": {DISPATCHER_CLONE: 6976.0, "call.c:PyObject_Vectorcall": 341990.0},
+        "b.out": {"call.c:PyObject_Vectorcall": 334412.0},
+    }
+    monkeypatch.setattr(why, "inclusive_costs", lambda path: costs[Path(path).name])
+    head = CaseCount("t", "counted", instructions=445_000.0, dump="h.out")
+    base = CaseCount("t", "counted", instructions=435_000.0, dump="b.out")
+    cause = why.explain_regression(head, base, head_dir=tmp_path, base_dir=tmp_path)
+    names = [g.name for g in cause.native]
+    assert names[0] == "call.c:PyObject_Vectorcall"
+    assert names[1] == (
+        "???:c10::impl::wrap_kernel_functor_unboxed_<…>::call(c10::OperatorKernel*, "
+        "c10::DispatchKeySet, at::Tensor const&, std::optional<…>)"
+    )
+    assert len(names[1]) <= why.NAME_LIMIT
+    row = BenchmarkChange(
+        "t.py::t", "t", Verdict.WORSENED, head_median=1.1, base_median=1.0,
+        median_change_pct=-9.0, change_pct=-9.0, count_verdict="regression",
+        count_change_pct=2.3, cycles_change_pct=2.4, count_gate_pct=1.0,
+        count_causes={"total": cause.total_delta,
+                      "native": [[g.name, g.base, g.head] for g in cause.native],
+                      "python": []},
+    )  # fmt: skip
+    data = json.loads(json.dumps(Comparison(rows=(row,)).to_dict()))
+    data["pipeline"] = {"set": "cpu"}
+    rebuilt = record_from_dict(data, source="cpu.json").comparison
+    assert rebuilt.rows[0].count_causes["native"][1][0] == names[1]

@@ -20,13 +20,20 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from rlpace.bench.counts.dumps import inclusive_costs
 from rlpace.bench.counts.records import CaseCount
 
-__all__ = ["Growth", "RegressionCause", "explain_regression", "top_growth"]
+__all__ = [
+    "NAME_LIMIT",
+    "Growth",
+    "RegressionCause",
+    "explain_regression",
+    "readable_name",
+    "top_growth",
+]
 
 
 @dataclass(frozen=True)
@@ -82,6 +89,52 @@ def top_growth(
     return grown[:limit]
 
 
+NAME_LIMIT = 160
+"""The longest function name a cause shows. C++ symbols from PyTorch's dispatcher run
+to 600 characters (``c10::impl::wrap_kernel_functor_unboxed_<...>``), which neither
+a comment's table nor the comparison record (300 at most) can hold."""
+
+
+def _elide(name: str, pair: str) -> str:
+    """``name`` with what lies inside each outermost ``pair`` (``"<>"``, ``"()"``) shown
+    as ``…``; unchanged when they do not balance (``operator<<``)."""
+    opening, closing = pair
+    out, depth = [], 0
+    for ch in name:
+        if ch == opening:
+            if depth == 0:
+                out.append(opening + "…")
+            depth += 1
+        elif ch == closing and depth:
+            depth -= 1
+            if depth == 0:
+                out.append(closing)
+        elif depth == 0:
+            out.append(ch)
+    return "".join(out) if depth == 0 else name
+
+
+def readable_name(name: str, limit: int = NAME_LIMIT) -> str:
+    """``name`` within ``limit`` characters: template arguments elided first, then
+    parameter lists, then the tail cut.
+
+    Example:
+        >>> readable_name("at::f<c10::A<int>, B>(at::Tensor const&, long)", limit=40)
+        'at::f<…>(at::Tensor const&, long)'
+        >>> readable_name("at::f<c10::A<int>, B>(at::Tensor const&, long)", limit=12)
+        'at::f<…>(…)'
+        >>> readable_name("x" * 20, limit=8)
+        'xxxxxxx…'
+    """
+    if len(name) <= limit:
+        return name
+    for pair in ("<>", "()"):
+        name = _elide(name, pair)
+        if len(name) <= limit:
+            return name
+    return name[: limit - 1] + "…"
+
+
 def _shorten(name: str) -> str:
     """``/long/path/Objects/object.c:PyObject_Str`` -> ``object.c:PyObject_Str``."""
     path, sep, func = name.rpartition(":")
@@ -124,6 +177,6 @@ def explain_regression(
     return RegressionCause(
         head.test_id,
         float((head.instructions or 0.0) - (base.instructions or 0.0)),
-        tuple(native),
-        tuple(python),
+        tuple(replace(g, name=readable_name(g.name)) for g in native),
+        tuple(replace(g, name=readable_name(g.name)) for g in python),
     )
