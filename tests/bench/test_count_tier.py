@@ -850,7 +850,7 @@ def test_aa_fresh_cases_drop_the_reading_their_old_code_left(tmp_path, capsys):
     assert "no earlier gate file was given; fix: add --widen" in capsys.readouterr().err
     assert cli_main([*args, "--fresh", "test_c[x-2]"]) == 2  # a typo: no such case
     err = capsys.readouterr().err
-    assert "--fresh test_c[x-2]: expected test ids or globs" in err and "fix:" in err
+    assert "--fresh test_c[x-2]: expected test-id globs or substrings" in err and "fix:" in err
     assert not out.exists()
 
 

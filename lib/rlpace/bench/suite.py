@@ -46,6 +46,7 @@ __all__ = [
     "Timed",
     "case",
     "clock_of",
+    "id_matches",
     "parse_slowdown",
     "registered_cases",
     "size_rounds",
@@ -339,13 +340,24 @@ def slowdown_for(test_id: str, spec: str | None = None) -> float:
         spec = os.environ.get(SLOWDOWN_ENV, "")
     fraction = 0.0
     for pattern, value in parse_slowdown(spec):
-        if "*" in pattern or "?" in pattern:
-            hit = fnmatch.fnmatchcase(test_id, pattern.replace("[", "[[]"))
-        else:
-            hit = pattern in test_id
-        if hit:
+        if id_matches(test_id, pattern):
             fraction = value
     return fraction
+
+
+def id_matches(test_id: str, pattern: str) -> bool:
+    """Whether ``pattern`` names ``test_id``: a glob when it holds ``*`` or ``?``
+    (brackets always match themselves, as in test ids), else a substring.
+
+    Example:
+        >>> id_matches("test_a[x-1]", "test_a[x-1]"), id_matches("test_a[x-1]", "test_a*")
+        (True, True)
+        >>> id_matches("test_a[x-1]", "test_b")
+        False
+    """
+    if "*" in pattern or "?" in pattern:
+        return fnmatch.fnmatchcase(test_id, pattern.replace("[", "[[]"))
+    return pattern in test_id
 
 
 def _slowed_down(

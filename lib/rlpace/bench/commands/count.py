@@ -70,8 +70,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         nargs="+",
         default=[],
         metavar="ID",
-        help="with --widen: test ids (or globs) whose case changed what a call does; they "
-        "keep only this reading",
+        help="with --widen: test-id globs or substrings of cases whose code changed what a "
+        "call does; they keep only this reading",
     )
     compare = actions.add_parser("compare", help="judge a head count file against a base one")
     compare.add_argument("--head", required=True, help="head count file")

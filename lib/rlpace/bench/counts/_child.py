@@ -85,6 +85,8 @@ def _busy_share(fn) -> tuple[float | None, float]:
 
 
 def _matches(test_id: str, patterns: list[str]) -> bool:
+    """Any pattern names ``test_id``: ``rlpace.bench.suite.id_matches``'s rule, written
+    again because this script imports nothing from rlpace (a base tree may predate it)."""
     if not patterns:
         return True
     for pattern in patterns:

@@ -30,10 +30,10 @@ from rlpace.bench.counts.verdict import (
     DEFAULT_K,
     CountGate,
     gate_from_aa,
-    id_matches,
     widen_gates,
 )
 from rlpace.bench.errors import BenchInputError
+from rlpace.bench.suite import id_matches
 
 __all__ = ["GATES_FORMAT", "gate_summary", "read_gates", "write_gates"]
 
@@ -74,12 +74,12 @@ def write_gates(
         )
     gates = gate_from_aa(runs)
     meta = dict(runs[0].meta)
-    unmatched = [p for p in fresh if not any(id_matches(i, [p]) for i in gates)]
+    unmatched = [p for p in fresh if not any(id_matches(i, p) for i in gates)]
     if unmatched:
         raise BenchInputError(
-            f"count aa: --fresh {' '.join(unmatched)}: expected test ids or globs of cases "
-            f"counted in every one of these runs, matched none of the {len(gates)}; fix: "
-            "copy the id from the count file (brackets included) or use a glob with *"
+            f"count aa: --fresh {' '.join(unmatched)}: expected test-id globs or substrings "
+            f"of cases counted in every one of these runs, matched none of the {len(gates)}; "
+            "fix: copy the id from the count file (brackets included) or use a glob with *"
         )
     if widen is not None:
         earlier, earlier_meta, _, _ = read_gates(widen)  # read before path is replaced

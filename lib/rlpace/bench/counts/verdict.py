@@ -25,9 +25,9 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from fnmatch import fnmatchcase
 
 from rlpace.bench.counts.records import CaseCount, CountRun
+from rlpace.bench.suite import id_matches
 
 __all__ = [
     "DEFAULT_FLOOR",
@@ -37,7 +37,6 @@ __all__ = [
     "CountGate",
     "compare_counts",
     "gate_from_aa",
-    "id_matches",
     "relative_change",
     "widen_gates",
 ]
@@ -137,23 +136,6 @@ def gate_from_aa(runs: Sequence[CountRun]) -> dict[str, CountGate]:
     return gates
 
 
-def id_matches(test_id: str, patterns: Sequence[str]) -> bool:
-    """Whether ``test_id`` is one of ``patterns``: an exact id, or a glob when the
-    pattern holds ``*`` or ``?`` (brackets always match themselves, as in test ids).
-
-    Example:
-        >>> id_matches("test_a[x-1]", ["test_a[x-1]"]), id_matches("test_a[x-1]", ["test_a*"])
-        (True, True)
-        >>> id_matches("test_ab", ["test_a"])
-        False
-    """
-    return any(
-        test_id == p
-        or (any(ch in p for ch in "*?") and fnmatchcase(test_id, p.replace("[", "[[]")))
-        for p in patterns
-    )
-
-
 def _calls(case: CaseCount, run: CountRun) -> int:
     """Calls the case's counts are the mean of: its own, else (an older file) the run's."""
     return int(case.calls or run.meta.get("calls", 1))
@@ -168,7 +150,7 @@ def widen_gates(
 
     A case counted over the same calls in both keeps the larger spreads and the runs of
     both; one counted over other calls now (``Timed.count_calls`` changed), or named by
-    ``fresh`` (exact test ids, or globs with ``*`` / ``?``: cases whose code changed
+    ``fresh`` (test-id globs or substrings, as ``--select`` takes: cases whose code changed
     what one call does, so the old reading describes another measure), keeps only the
     new reading; a case only in ``old`` keeps its old gate.
 
@@ -184,7 +166,7 @@ def widen_gates(
     out = dict(old)
     for test_id, gate in new.items():
         prior = old.get(test_id)
-        if prior is None or prior.calls != gate.calls or id_matches(test_id, fresh):
+        if prior is None or prior.calls != gate.calls or any(id_matches(test_id, p) for p in fresh):
             out[test_id] = gate
             continue
         out[test_id] = CountGate(
