@@ -903,3 +903,28 @@ def test_why_shows_a_dispatcher_symbol_short_enough_for_the_record(monkeypatch, 
     data["pipeline"] = {"set": "cpu"}
     rebuilt = record_from_dict(data, source="cpu.json").comparison
     assert rebuilt.rows[0].count_causes["native"][1][0] == names[1]
+
+
+def test_count_aa_killed_while_writing_leaves_the_gates_it_widens_whole(tmp_path, monkeypatch):
+    """``count aa --widen G -o G`` replaces the file it reads: a write that dies half-way
+    (a kill, a full disk) must leave the old gates, not half a JSON file."""
+    from rlpace.bench.counts.gates import write_gates
+
+    runs = [
+        CountRun({"commit": "c" * 40}, (CaseCount("t", "counted", instructions=ir),))
+        for ir in (1000.0, 1001.0)
+    ]
+    gates = tmp_path / "gates.json"
+    write_gates(runs, gates)
+    before = gates.read_text()
+
+    def dies(self, text, *args, **kwargs):
+        Path.write_bytes(self, text.encode()[: len(text) // 2])  # half of it, then the kill
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_text", dies)
+    with pytest.raises(OSError):
+        write_gates(runs, gates, widen=gates)
+    monkeypatch.undo()
+    assert gates.read_text() == before
+    assert read_gates(gates)[0]["t"].spread == 0.001

@@ -53,6 +53,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rlpace.bench._atomic import write_whole
 from rlpace.bench.base_revision import (
     BASE_ENV_MODES,
     BaseCheckout,
@@ -407,13 +408,6 @@ def _clear_reports(out_dir: Path, set_name: str) -> None:
     """Remove a set's reports from an earlier run before this run's set starts."""
     for path in _report_paths(out_dir, set_name):
         path.unlink(missing_ok=True)
-
-
-def _write(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` whole or not at all (a partial file, then a rename)."""
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(text, encoding="utf-8")
-    partial.replace(path)
 
 
 def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> list[SetOutcome]:
@@ -856,7 +850,7 @@ def _write_reports(
         first, _, rest = text.partition("\n")
         if not first.startswith("<!--"):  # a style without the report marker
             first, rest = "", text
-        _write(path, "\n".join(x for x in (first, marker, rest) if x) + "\n")
+        write_whole(path, "\n".join(x for x in (first, marker, rest) if x) + "\n")
         written.append(path)
     data = comparison.to_dict()
     data["pipeline"] = _pipeline_meta(set_name, runs, base)
@@ -889,7 +883,7 @@ def _write_reports(
         else {"repeats": clock_runs.repeats, "duet": True, "order": _run_order(clock_runs)}
     )
     json_path = out_dir / f"{set_name}.json"
-    _write(json_path, json.dumps(data, indent=2) + "\n")
+    write_whole(json_path, json.dumps(data, indent=2) + "\n")
     written.append(json_path)
     _check_record(json_path)
     return SetOutcome(set_name, comparison, None, tuple(written), runs, confirm_runs)
@@ -918,9 +912,9 @@ def _write_skipped(out_dir: Path, set_name: str, runs: SideRuns, base: BaseCheck
         f"{REPORT_MARKER}\n{set_marker(set_name)}\n## {_title(set_name, base)}\n\n"
         f"Skipped: {runs.skipped}.\n"
     )
-    _write(md, text)
+    write_whole(md, text)
     seed = out_dir / f"{set_name}.seed.md"
-    _write(seed, text)
+    write_whole(seed, text)
     data = {
         "format": "rlpace-pr-skipped",
         "version": 1,
@@ -928,7 +922,7 @@ def _write_skipped(out_dir: Path, set_name: str, runs: SideRuns, base: BaseCheck
         "pipeline": _pipeline_meta(set_name, runs, base),
     }
     json_path = out_dir / f"{set_name}.json"
-    _write(json_path, json.dumps(data, indent=2) + "\n")
+    write_whole(json_path, json.dumps(data, indent=2) + "\n")
     return SetOutcome(set_name, None, runs.skipped, (md, seed, json_path), runs)
 
 

@@ -24,6 +24,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from rlpace.bench._atomic import write_whole
 from rlpace.bench.counts.records import CountRun
 from rlpace.bench.counts.verdict import (
     DEFAULT_FLOOR,
@@ -104,9 +105,7 @@ def write_gates(
         "floor": floor,
         "gates": {i: asdict(g) for i, g in gates.items()},
     }
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    write_whole(path, json.dumps(doc, indent=1) + "\n")  # the file it widens stays whole
     return gates
 
 

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rlpace.bench._atomic import write_whole
 from rlpace.bench.errors import BenchInputError, EnvironmentMismatchError
 
 __all__ = [
@@ -162,12 +163,7 @@ def write_counts(run: CountRun, path: Path) -> Path:
         >>> write_counts(CountRun(meta={}), p).name
         'counts.json'
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(path.suffix + ".partial")
-    partial.write_text(json.dumps(run.to_dict(), indent=1) + "\n", encoding="utf-8")
-    partial.replace(path)
-    return path
+    return write_whole(path, json.dumps(run.to_dict(), indent=1) + "\n")
 
 
 def read_counts(path: Path) -> CountRun:
