@@ -29,6 +29,7 @@ from rlpace.bench.counts.records import (
     write_counts,
 )
 from rlpace.bench.counts.session import (
+    HEAP_SHIFTS,
     CountJob,
     CountSettings,
     count_tree,
@@ -279,6 +280,19 @@ def test_another_interpreter_is_refused_and_a_cpu_model_warned():
 def test_another_allocator_is_refused_like_another_valgrind():
     with pytest.raises(EnvironmentMismatchError, match="allocator: head 'jemalloc 0a1b'"):
         count_differences({"allocator": "jemalloc 0a1b"}, {"allocator": "glibc 2.36 (tuned 1a)"})
+
+
+def test_counts_without_heap_shifts_are_refused_but_gates_read_so_only_warned():
+    """Base and head counted one way and the other differ in their several-call means,
+    so they are not compared; gates read without the shifts are only wider than needed."""
+    shifted, unshifted = {"heap_shifts": HEAP_SHIFTS}, {}
+    with pytest.raises(
+        EnvironmentMismatchError, match="heap_shifts: head 'per-call-v1', base None"
+    ):
+        count_differences(shifted, unshifted)
+    assert count_differences(shifted, unshifted, gates=True) == [
+        "heap_shifts: head 'per-call-v1', gates None (those gates may be wider than needed)"
+    ]
 
 
 def test_a_bad_allocator_choice_is_refused_with_the_fix(monkeypatch, tmp_path):
@@ -928,3 +942,39 @@ def test_count_aa_killed_while_writing_leaves_the_gates_it_widens_whole(tmp_path
     monkeypatch.undo()
     assert gates.read_text() == before
     assert read_gates(gates)[0]["t"].spread == 0.001
+
+
+@needs_valgrind
+def test_each_of_a_cases_counted_calls_starts_from_a_shifted_heap(tmp_path):
+    """A call's small objects land in whichever pymalloc pool the process's history left
+    in use, and what the pool's bookkeeping costs follows (``timeit_overhead`` moved
+    1.2 % between processes of one commit). Each of several counted calls starts from a
+    heap shifted by its own amount, so the mean covers many pool fills: the same fresh
+    object lands at other addresses in the counted calls. Without the shifts the free
+    list hands every call the same block."""
+    suite = tmp_path / "tree" / "tests" / "benchmarks"
+    suite.mkdir(parents=True)
+    (suite / "test_where.py").write_text(
+        "import os\nfrom pathlib import Path\n"
+        "from rlpace.bench.suite import Timed, case\n\n\n"
+        '@case(timer="cpu")\ndef test_where():\n'
+        "    seen, n = [0] * 16, [0]  # the ids are 32-byte ints; the probe takes 16\n\n"
+        "    def call():\n"
+        "        seen[n[0]] = id(object())\n"
+        "        n[0] += 1\n\n"
+        "    def teardown():\n"
+        '        Path(os.environ["SEEN"]).write_text(" ".join(map(str, seen[: n[0]])))\n\n'
+        "    return Timed(call, teardown=teardown, count_calls=6)\n",
+        "utf-8",
+    )
+    seen = tmp_path / "seen.txt"
+    run = count_tree(
+        tmp_path / "tree", tmp_path / "head.json", environ={"SEEN": str(seen)},
+        settings=CountSettings(python_calls=0),
+    )  # fmt: skip
+    case = run.by_id()["test_where"]
+    assert (case.counted, case.calls, run.meta["heap_shifts"]) == (True, 6, HEAP_SHIFTS)
+    addresses = seen.read_text().split()
+    plain, counted = addresses[:3], addresses[-6:]  # the cache-warming call between
+    assert len(set(plain)) == 1  # the free list hands each plain call the same block
+    assert len(set(counted)) >= 4

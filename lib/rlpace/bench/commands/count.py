@@ -186,7 +186,8 @@ def _compare(
     table, k, floor = {}, DEFAULT_K, DEFAULT_FLOOR
     if gates is not None:
         table, meta, k, floor = read_gates(gates)
-        count_differences(h.meta, meta, allow_mismatch=allow_mismatch)
+        for warning in count_differences(h.meta, meta, allow_mismatch=allow_mismatch, gates=True):
+            print(f"rlpace-bench count compare: warning: gates: {warning}", file=sys.stderr)
     changes = compare_counts(h, b, gates=table, k=k, floor=floor)
     for c in changes:
         if c.instructions_change is None:

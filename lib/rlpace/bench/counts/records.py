@@ -58,10 +58,15 @@ REFUSED_KEYS = (
     "cache",
     "calls",
     "allocator",
+    "heap_shifts",
 )
 """Meta keys that must match: a difference changes every count."""
 WARNED_KEYS = ("cpu", "host", "torch", "numpy", "tensordict", "torchrl")
 """Meta keys worth a warning: a difference can move some counts."""
+GATE_WARNED_KEYS = ("heap_shifts",)
+"""Refused between two count files but only warned about against a gate file: a case's
+several calls counted without heap shifts spread wider, so gates read that way are
+wider than needed, never narrower."""
 
 
 @dataclass(frozen=True)
@@ -191,13 +196,18 @@ def read_counts(path: Path) -> CountRun:
 
 
 def count_differences(
-    head: Mapping[str, Any], base: Mapping[str, Any], *, allow_mismatch: bool = False
+    head: Mapping[str, Any],
+    base: Mapping[str, Any],
+    *,
+    allow_mismatch: bool = False,
+    gates: bool = False,
 ) -> list[str]:
     """Warnings about two count runs' metadata; raise when counts cannot be compared.
 
     Differences in :data:`REFUSED_KEYS` raise
     :class:`~rlpace.bench.errors.EnvironmentMismatchError` unless ``allow_mismatch``;
-    differences in :data:`WARNED_KEYS` are returned as sentences.
+    differences in :data:`WARNED_KEYS` are returned as sentences. With ``gates``
+    (``base`` is a gate file's meta), :data:`GATE_WARNED_KEYS` are only warned about.
 
     Example:
         >>> count_differences({"valgrind": "3.19", "cpu": "A"}, {"valgrind": "3.19", "cpu": "B"})
@@ -205,24 +215,29 @@ def count_differences(
         >>> count_differences({"valgrind": "3.22"}, {"valgrind": "3.19"})
         Traceback (most recent call last):
         ...
-        rlpace.bench.errors.EnvironmentMismatchError: count files from different environments: valgrind: head '3.22', base '3.19'; expected the same Valgrind, interpreter, architecture, cache settings and allocator on both sides; fix: count both revisions on one machine and toolchain, or pass --allow-mismatch to compare anyway
+        rlpace.bench.errors.EnvironmentMismatchError: count files from different environments: valgrind: head '3.22', base '3.19'; expected the same Valgrind, interpreter, architecture, cache settings, allocator and heap shifts on both sides; fix: count both revisions on one machine and toolchain, or pass --allow-mismatch to compare anyway
     """
+    lenient = GATE_WARNED_KEYS if gates else ()
     refused = [
         f"{k}: head {head.get(k)!r}, base {base.get(k)!r}"
         for k in REFUSED_KEYS
-        if head.get(k) != base.get(k)
+        if head.get(k) != base.get(k) and k not in lenient
     ]
     warned = [
         f"{k}: head {head.get(k)!r}, base {base.get(k)!r} (may move some counts)"
         for k in WARNED_KEYS
+        if head.get(k) != base.get(k)
+    ] + [
+        f"{k}: head {head.get(k)!r}, gates {base.get(k)!r} (those gates may be wider than needed)"
+        for k in lenient
         if head.get(k) != base.get(k)
     ]
     if refused and not allow_mismatch:
         raise EnvironmentMismatchError(
             "count files from different environments: "
             + "; ".join(refused)
-            + "; expected the same Valgrind, interpreter, architecture, cache settings and "
-            "allocator on both sides; fix: count both revisions on one machine and toolchain, or pass "
+            + "; expected the same Valgrind, interpreter, architecture, cache settings, "
+            "allocator and heap shifts on both sides; fix: count both revisions on one machine and toolchain, or pass "
             "--allow-mismatch to compare anyway"
         )
     return [f"{r} (compared anyway)" for r in refused] + warned

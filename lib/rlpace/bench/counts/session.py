@@ -54,6 +54,11 @@ __all__ = [
 CACHE_GEOMETRY = ("--I1=32768,8,64", "--D1=32768,8,64", "--LL=8388608,16,64")
 """The simulated caches (CodSpeed's): recorded in every count file."""
 
+HEAP_SHIFTS = "per-call-v1"
+"""How a case's several counted calls start: each from a heap shifted by its own seeded
+amount (``_child._heap_shift``); recorded in every count file, and count files or gates
+made another way are refused, since the per-call means differ."""
+
 CHILD_SCRIPT = Path(__file__).with_name("_child.py")
 SUITE_DIR = Path("tests") / "benchmarks"
 
@@ -462,6 +467,7 @@ def _spec(
         "calls": settings.calls,
         "busy_share": settings.busy_share,
         "python_calls": settings.python_calls,
+        "heap_shifts": True,
         "roots": roots,
         "profile": None,
     }
@@ -531,6 +537,7 @@ def _meta(
         "host": platform.node(),
         "cache": " ".join(CACHE_GEOMETRY),
         "calls": settings.calls,
+        "heap_shifts": HEAP_SHIFTS,
         "aslr_off": tools.setarch is not None,
         "allocator": tools.allocator.identity,
         "commit": _commit(tree),

@@ -190,7 +190,7 @@ def run_count_tier(
             if earlier.get(key) == head.meta.get(key)
         }
         try:
-            warnings += [f"gates: {w}" for w in count_differences(head.meta, meta)]
+            warnings += [f"gates: {w}" for w in count_differences(head.meta, meta, gates=True)]
             used = gates_shown or str(gates_file)
         except EnvironmentMismatchError as exc:
             warnings.append(f"gates not used ({exc}); every case is judged on the default gate")
