@@ -68,9 +68,13 @@ DETERMINISTIC_ENV = {
     "MKL_NUM_THREADS": "1",
     "OPENBLAS_NUM_THREADS": "1",
     "RLPACE_BENCH_THREADS": "1",
+    "TOKENIZERS_PARALLELISM": "false",
 }
 """Environment of the counting process: fixed hash seed, one thread (the allocator's
-variables come from :attr:`Toolchain.allocator`)."""
+variables come from :attr:`Toolchain.allocator`). Hugging Face ``tokenizers`` encodes a
+batch on a rayon thread pool unless told not to, and its idle workers spin for as long
+as the scheduler lets them: under load, ``llm_env_reset_step[rlpace-from_text-128-*]``
+counted up to 0.95 % more, 60 M instructions of it in rayon's ``wait_until_cold``."""
 
 
 class CountStopped(RuntimeError):
