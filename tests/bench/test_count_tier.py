@@ -162,20 +162,26 @@ def test_why_names_the_function_that_grew(counted):
     # no Python profile under Valgrind: a plain process profiles the flagged case
     assert head["test_loop[3000]"].python_calls is None
     top = counted["dir"].parent
-    calls = {
+    found = {
         side: profile_cases(
             CountJob(top / side, counted["dir"] / f"{side}.json"), ["test_loop[3000]"]
-        )
+        )["test_loop[3000]"]
         for side in ("base", "head")
     }
     cause = explain_regression(
-        replace(head["test_loop[3000]"], python_calls=calls["head"]["test_loop[3000]"]),
-        replace(base["test_loop[3000]"], python_calls=calls["base"]["test_loop[3000]"]),
+        replace(head["test_loop[3000]"], **found["head"]),
+        replace(base["test_loop[3000]"], **found["base"]),
         head_dir=counted["dir"],
         base_dir=counted["dir"],
     )
     assert cause.total_delta > 0
     assert cause.python and cause.python[0].name.endswith("test_tiny.py:_check")
+    # the bytecode each function ran itself: the new function's, and the few more
+    # instructions of the line that calls it, inside the case's own function
+    grown = {g.name.rpartition(":")[2]: g for g in cause.bytecode}
+    assert cause.bytecode[0].name.endswith("test_tiny.py:_check")
+    assert grown["_check"].base == 0 and grown["_check"].head > 3000 // 20
+    assert 0 < grown["work"].delta < 30 and grown["work"].base > 3000
     assert cause.native  # inclusive costs from the two dumps
     dump = read_dump(counted["dir"] / head["test_loop[3000]"].dump)
     assert dump.trigger == "test_loop[3000]"
@@ -568,30 +574,37 @@ def test_exact_ids_choose_that_case_and_not_a_longer_one(tmp_path):
     assert [c.test_id for c in run.cases] == ["test_add", "test_add_inplace"]
 
 
+def _count_probe(tmp_path: Path, source: str) -> tuple[CountRun, str]:
+    """Count a one-file suite whose case writes what it saw to ``$SEEN``; the run and
+    that text."""
+    suite = tmp_path / "tree" / "tests" / "benchmarks"
+    suite.mkdir(parents=True)
+    (suite / "test_probe.py").write_text(source, "utf-8")
+    seen = tmp_path / "seen.txt"
+    run = count_tree(
+        tmp_path / "tree", tmp_path / "head.json", environ={"SEEN": str(seen)},
+        settings=CountSettings(python_calls=0),
+    )  # fmt: skip
+    return run, seen.read_text()
+
+
 @needs_valgrind
 def test_the_counting_process_gets_an_empty_temporary_folder_of_its_own(tmp_path):
     """What a case finds in the temporary folder must not depend on the machine's
     ``/tmp`` (a memmap buffer's janitor scans it): each side gets ``<stem>.tmp``."""
-    suite = tmp_path / "tree" / "tests" / "benchmarks"
-    suite.mkdir(parents=True)
-    (suite / "test_tmp.py").write_text(
+    (tmp_path / "head.tmp").mkdir()
+    (tmp_path / "head.tmp" / "left-over").touch()  # emptied first
+    run, seen = _count_probe(
+        tmp_path,
         "import os, tempfile\nfrom pathlib import Path\n"
         "from rlpace.bench.suite import case\n\n\n"
         '@case(timer="cpu")\ndef test_tmp():\n'
         '    Path(os.environ["SEEN"]).write_text(tempfile.gettempdir() + "|" + '
         "str(sorted(os.listdir(tempfile.gettempdir()))))\n"
         "    return lambda: sum(range(100))\n",
-        "utf-8",
     )
-    seen = tmp_path / "seen.txt"
-    (tmp_path / "head.tmp").mkdir()
-    (tmp_path / "head.tmp" / "left-over").touch()  # emptied first
-    run = count_tree(
-        tmp_path / "tree", tmp_path / "head.json", environ={"SEEN": str(seen)},
-        settings=CountSettings(python_calls=0),
-    )  # fmt: skip
     assert run.by_id()["test_tmp"].counted
-    folder, _, entries = seen.read_text().partition("|")
+    folder, _, entries = seen.partition("|")
     assert folder == str(tmp_path / "head.tmp")
     assert "left-over" not in entries  # only Valgrind's own vgdb pipes, if any
     assert all(name.startswith("vgdb-") for name in ast.literal_eval(entries))
@@ -664,6 +677,7 @@ def test_the_comment_shows_count_and_time_side_by_side_and_why():
         3e4,
         (Growth("ceval.c:_PyEval_EvalFrameDefault", 9e5, 9.3e5),),
         (Growth("rlpace/data/_buffer.py:_check", 0, 64),),
+        (Growth("rlpace/trainers/_timing.py:__exit__", 12_000, 15_000),),
     )
     tier = CountTier(changes=tuple(compare_counts(head, base)), causes={"a": cause}, wall_s=90)
     text = render_report({"cpu": apply_count_tier(timing, tier)}, title="PR")
@@ -672,6 +686,8 @@ def test_the_comment_shows_count_and_time_side_by_side_and_why():
     assert "+5.00%" in row and "+0.3%" in row and "time did not move enough to flag" in row
     assert "<details><summary>Why did a regress? (+30,000 instructions per call)" in text
     assert "| `rlpace/data/_buffer.py:_check` | 0 | 64 |" in text
+    assert "Python functions that ran more bytecode themselves" in text
+    assert "| `rlpace/trainers/_timing.py:__exit__` | 12,000 | 15,000 | +3,000 |" in text
     assert "- w: waits: 3%" in text
     # a small regression the lone recount did not repeat: listed with both figures
     dropped = CountChange(
@@ -952,9 +968,8 @@ def test_each_of_a_cases_counted_calls_starts_from_a_shifted_heap(tmp_path):
     heap shifted by its own amount, so the mean covers many pool fills: the same fresh
     object lands at other addresses in the counted calls. Without the shifts the free
     list hands every call the same block."""
-    suite = tmp_path / "tree" / "tests" / "benchmarks"
-    suite.mkdir(parents=True)
-    (suite / "test_where.py").write_text(
+    run, seen = _count_probe(
+        tmp_path,
         "import os\nfrom pathlib import Path\n"
         "from rlpace.bench.suite import Timed, case\n\n\n"
         '@case(timer="cpu")\ndef test_where():\n'
@@ -965,16 +980,10 @@ def test_each_of_a_cases_counted_calls_starts_from_a_shifted_heap(tmp_path):
         "    def teardown():\n"
         '        Path(os.environ["SEEN"]).write_text(" ".join(map(str, seen[: n[0]])))\n\n'
         "    return Timed(call, teardown=teardown, count_calls=6)\n",
-        "utf-8",
     )
-    seen = tmp_path / "seen.txt"
-    run = count_tree(
-        tmp_path / "tree", tmp_path / "head.json", environ={"SEEN": str(seen)},
-        settings=CountSettings(python_calls=0),
-    )  # fmt: skip
     case = run.by_id()["test_where"]
     assert (case.counted, case.calls, run.meta["heap_shifts"]) == (True, 6, HEAP_SHIFTS)
-    addresses = seen.read_text().split()
+    addresses = seen.split()
     plain, counted = addresses[:3], addresses[-6:]  # the cache-warming call between
     assert len(set(plain)) == 1  # the free list hands each plain call the same block
     assert len(set(counted)) >= 4
@@ -986,9 +995,8 @@ def test_a_tokenizer_batch_is_counted_on_one_thread(tmp_path):
     spin as long as the scheduler lets them, so a loaded machine moved the LLM cases'
     counts by up to 0.95 %. The counting process encodes on its own thread."""
     pytest.importorskip("tokenizers")
-    suite = tmp_path / "tree" / "tests" / "benchmarks"
-    suite.mkdir(parents=True)
-    (suite / "test_tok.py").write_text(
+    run, seen = _count_probe(
+        tmp_path,
         "import os\nfrom pathlib import Path\n"
         "from tokenizers import Tokenizer, models, pre_tokenizers\n"
         "from rlpace.bench.suite import Timed, case\n\n\n"
@@ -1000,12 +1008,6 @@ def test_a_tokenizer_batch_is_counted_on_one_thread(tmp_path):
         "    def teardown():\n"
         '        Path(os.environ["SEEN"]).write_text(str(len(os.listdir("/proc/self/task"))))\n\n'
         "    return Timed(lambda: tok.encode_batch(texts), teardown=teardown)\n",
-        "utf-8",
     )
-    seen = tmp_path / "threads.txt"
-    run = count_tree(
-        tmp_path / "tree", tmp_path / "out.json", environ={"SEEN": str(seen)},
-        settings=CountSettings(python_calls=0),
-    )  # fmt: skip
     assert run.by_id()["test_tok"].counted
-    assert seen.read_text() == "1"
+    assert seen == "1"

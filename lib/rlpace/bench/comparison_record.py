@@ -89,7 +89,12 @@ _CAUSES = {
     "type": "object",
     "required": ["total", "native", "python"],
     "additionalProperties": False,
-    "properties": {"total": {"type": "number"}, "native": _GROWTH, "python": _GROWTH},
+    "properties": {
+        "total": {"type": "number"},
+        "native": _GROWTH,
+        "python": _GROWTH,
+        "bytecode": _GROWTH,
+    },
 }
 _COUNT_TIER = {
     "type": "object",

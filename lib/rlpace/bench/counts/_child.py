@@ -16,9 +16,10 @@ Protocol, one JSON object per line appended to the progress file:
 - ``{"event": "fatal", "reason": ...}`` when nothing more can run.
 
 With ``"profile": [ids]`` in the spec the process runs without Valgrind and, for
-those cases only, reports the Python call counts of one profiled call
-(``"status": "profiled"``, ``"python_calls": {...}``): the names behind a count
-regression, at native speed rather than under Valgrind.
+those cases only, reports the Python call counts of one profiled call and the bytecode
+each Python function ran in the next (``"status": "profiled"``, ``"python_calls":
+{...}``, ``"python_bytecodes": {...}``): the names behind a count regression, at
+native speed rather than under Valgrind.
 
 Per counted case: its setup and exactly ``warmup + 1`` plain calls run with
 instrumentation off (they decide whether the case computes or waits; never more or
@@ -133,6 +134,19 @@ def _load_cases(suite_dir: Path) -> list:
     return found
 
 
+def _function_key(filename: str, func: str, roots: list[str]) -> str:
+    """``relative/path.py:function``, the path made relative to the first root it is in."""
+    for root in roots:
+        if filename.startswith(root):
+            filename = filename[len(root) :].lstrip("/")
+            break
+    return f"{filename}:{func}"
+
+
+def _top(values: dict[str, int], limit: int) -> dict[str, int]:
+    return dict(sorted(values.items(), key=lambda kv: -kv[1])[:limit])
+
+
 def _python_calls(fn, roots: list[str], limit: int) -> dict[str, int]:
     """Python-level call counts of one call, keyed ``relative/path.py:function``."""
     import cProfile
@@ -142,14 +156,44 @@ def _python_calls(fn, roots: list[str], limit: int) -> dict[str, int]:
     profiler.runcall(fn)
     calls: dict[str, int] = {}
     for (filename, _line, func), row in pstats.Stats(profiler).stats.items():
-        for root in roots:
-            if filename.startswith(root):
-                filename = filename[len(root) :].lstrip("/")
-                break
-        key = f"{filename}:{func}"
+        key = _function_key(filename, func, roots)
         calls[key] = calls.get(key, 0) + int(row[1])
-    top = sorted(calls.items(), key=lambda kv: -kv[1])[:limit]
-    return dict(top)
+    return _top(calls, limit)
+
+
+def _python_bytecodes(fn, roots: list[str], limit: int) -> dict[str, int]:
+    """Bytecode instructions each Python function executed itself in one call (its own
+    frames, not its callees'), keyed like :func:`_python_calls`.
+
+    A change inside a function that adds no call (a check, a conversion) shows here as
+    the function that ran more bytecode; in the native dumps it is only the interpreter
+    loop. Counted with an opcode trace, which slows the call 20-50 times: it runs in the
+    plain profiling process, for the flagged cases only.
+    """
+    counts: dict = {}
+
+    def per_frame(frame, event, arg):
+        frame.f_trace_opcodes = True
+        frame.f_trace_lines = False
+        code = frame.f_code
+
+        def per_opcode(frame, event, arg):
+            if event == "opcode":
+                counts[code] = counts.get(code, 0) + 1
+            return per_opcode
+
+        return per_opcode
+
+    sys.settrace(per_frame)
+    try:
+        fn()
+    finally:
+        sys.settrace(None)
+    keyed: dict[str, int] = {}
+    for code, n in counts.items():
+        key = _function_key(code.co_filename, code.co_name, roots)
+        keyed[key] = keyed.get(key, 0) + n
+    return _top(keyed, limit)
 
 
 def _unclaimed(c, params: dict) -> str | None:
@@ -287,8 +331,15 @@ def _profile_one(c, params: dict, spec: dict, skip_case) -> dict:
         return {"status": "skipped", "reason": str(exc)}
     try:
         timed.fn()  # lazy initialisation is not part of a steady call
-        calls = _python_calls(timed.fn, spec["roots"], int(spec.get("python_calls") or 200))
-        return {"status": "profiled", "reason": "", "python_calls": calls}
+        limit = int(spec.get("python_calls") or 200)
+        calls = _python_calls(timed.fn, spec["roots"], limit)
+        bytecodes = _python_bytecodes(timed.fn, spec["roots"], limit)
+        return {
+            "status": "profiled",
+            "reason": "",
+            "python_calls": calls,
+            "python_bytecodes": bytecodes,
+        }
     finally:
         if timed.teardown is not None:
             timed.teardown()

@@ -93,6 +93,9 @@ class CaseCount:
     """The dump file, relative to the count file's folder (for "why did it regress?")."""
     python_calls: dict[str, int] | None = None
     """Python calls per function in one (profiled, uncounted) call, ``path:function``."""
+    python_bytecodes: dict[str, int] | None = None
+    """Bytecode instructions each Python function ran itself in one (traced, uncounted)
+    call, ``path:function``."""
     busy_share: float | None = None
     """Share of a plain call's wall time spent computing (the wait guard's reading)."""
     calls: int | None = None

@@ -116,8 +116,9 @@ class CountSettings:
     case_timeout: float = 900.0
     """Seconds one case may take under Valgrind (setup included) before it is stopped."""
     python_calls: int = 200
-    """Python functions whose call counts :func:`profile_cases` keeps per case (a plain
-    process profiles only the cases a comparison flags, never under Valgrind)."""
+    """Python functions whose call counts (and bytecode counts) :func:`profile_cases`
+    keeps per case (a plain process profiles only the cases a comparison flags, never
+    under Valgrind)."""
     select: tuple[str, ...] = ()
     """Test-id patterns (globs, or substrings) choosing cases; empty: all of them."""
     ids: tuple[str, ...] = ()
@@ -603,17 +604,19 @@ def profile_cases(
     *,
     settings: CountSettings | None = None,
     suite_dir: Path | None = None,
-) -> dict[str, dict[str, int]]:
-    """Python call counts of one call of each of ``test_ids`` in ``job.tree``, profiled
-    in a plain process (no Valgrind: seconds, not minutes).
+) -> dict[str, dict[str, dict[str, int]]]:
+    """Python profiles of each of ``test_ids`` in ``job.tree``, from a plain process
+    (no Valgrind: seconds, not minutes): per case ``{"python_calls": {function:
+    calls}, "python_bytecodes": {function: bytecode instructions it ran itself}}``,
+    each of one call, the :class:`~rlpace.bench.counts.records.CaseCount` fields.
 
     Only cases that ran are in the result; one that failed or was skipped is left out
     (the comment then lists native functions only). The files go beside ``job.output``.
 
     Example:
-        >>> calls = profile_cases(CountJob(Path("."), Path("build/head.json")),
+        >>> found = profile_cases(CountJob(Path("."), Path("build/head.json")),
         ...                       ["test_rb_sample[rlpace-tensor]"])  # doctest: +SKIP
-        >>> sorted(calls["test_rb_sample[rlpace-tensor]"])[:1]  # doctest: +SKIP
+        >>> sorted(found["test_rb_sample[rlpace-tensor]"]["python_calls"])[:1]  # doctest: +SKIP
         ['rlpace/data/_buffer.py:sample']
     """
     if not test_ids:
@@ -642,5 +645,8 @@ def profile_cases(
     found = {}
     for event in _Progress(paths.progress).new():
         if event.get("event") == "done" and event.get("status") == "profiled":
-            found[event["id"]] = {k: int(v) for k, v in event["python_calls"].items()}
+            found[event["id"]] = {
+                field: {k: int(v) for k, v in (event.get(field) or {}).items()}
+                for field in ("python_calls", "python_bytecodes")
+            }
     return found

@@ -206,9 +206,9 @@ def run_count_tier(
     flagged = [c.test_id for c in changes if c.flagged]
     if flagged:  # Python-level names for the flagged cases, from plain processes
         with ThreadPoolExecutor(max_workers=2) as pool:
-            calls = list(pool.map(lambda job: profile_cases(job, flagged, settings=settings), jobs))
+            found = list(pool.map(lambda job: profile_cases(job, flagged, settings=settings), jobs))
         base, head = (
-            _with_calls(run, found) for run, found in zip((base, head), calls, strict=True)
+            _with_profiles(run, side) for run, side in zip((base, head), found, strict=True)
         )
     causes = _causes(changes, head, base, jobs[1].output.parent, jobs[0].output.parent)
     return CountTier(
@@ -277,9 +277,9 @@ def _link(path: Path, target: Path) -> Path:
     return path
 
 
-def _with_calls(run: CountRun, calls: Mapping[str, dict[str, int]]) -> CountRun:
+def _with_profiles(run: CountRun, profiles: Mapping[str, Mapping[str, dict]]) -> CountRun:
     cases = tuple(
-        replace(c, python_calls=calls[c.test_id]) if c.test_id in calls else c for c in run.cases
+        replace(c, **profiles[c.test_id]) if c.test_id in profiles else c for c in run.cases
     )
     return replace(run, cases=cases)
 
@@ -368,6 +368,7 @@ def apply_count_tier(comparison: Comparison, tier: CountTier) -> Comparison:
                     "total": cause.total_delta,
                     "native": [[g.name, g.base, g.head] for g in cause.native],
                     "python": [[g.name, g.base, g.head] for g in cause.python],
+                    "bytecode": [[g.name, g.base, g.head] for g in cause.bytecode],
                 },
             )
         )

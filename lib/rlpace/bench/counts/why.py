@@ -1,12 +1,16 @@
 """ "Why did it regress?": the functions whose cost grew most between base and head.
 
-Two readings per count regression:
+Three readings per count regression:
 
 - **native functions**, inclusive instructions from the two Callgrind dumps
   (``callgrind_annotate --inclusive=yes``): CPython's and PyTorch's C/C++ functions,
   e.g. ``at::native::copy_`` or ``PyObject_RichCompare``;
-- **Python functions**, call counts from one profiled call per side (exact, since
-  the code is the same each time), e.g. ``rlpace/data/storage.py:_check_index``.
+- **Python functions called more often**, call counts from one profiled call per side
+  (exact, since the code is the same each time), e.g. ``rlpace/data/storage.py:_check_index``;
+- **Python functions that ran more bytecode themselves**, from one opcode-traced call
+  per side: a check or a conversion added inside a function, which adds no call and
+  shows in the native dumps only as the interpreter loop, e.g.
+  ``rlpace/trainers/_timing.py:__exit__``.
 
 Each reading lists the largest increases, with the share of the case's total change
 they explain (inclusive costs nest, so shares of nested functions overlap).
@@ -71,6 +75,8 @@ class RegressionCause:
     """Native functions by growth of inclusive instructions."""
     python: tuple[Growth, ...]
     """Python functions by growth of their call count."""
+    bytecode: tuple[Growth, ...] = ()
+    """Python functions by growth of the bytecode they ran themselves."""
 
 
 def top_growth(
@@ -174,9 +180,11 @@ def explain_regression(
         }
         native = top_growth(b_costs, h_costs, limit=limit)
     python = top_growth(base.python_calls or {}, head.python_calls or {}, limit=limit)
+    bytecode = top_growth(base.python_bytecodes or {}, head.python_bytecodes or {}, limit=limit)
     return RegressionCause(
         head.test_id,
         float((head.instructions or 0.0) - (base.instructions or 0.0)),
         tuple(replace(g, name=readable_name(g.name)) for g in native),
         tuple(replace(g, name=readable_name(g.name)) for g in python),
+        tuple(replace(g, name=readable_name(g.name)) for g in bytecode),
     )
