@@ -56,8 +56,9 @@ CACHE_GEOMETRY = ("--I1=32768,8,64", "--D1=32768,8,64", "--LL=8388608,16,64")
 
 HEAP_SHIFTS = "per-call-v1"
 """How a case's several counted calls start: each from a heap shifted by its own seeded
-amount (``_child._heap_shift``); recorded in every count file, and count files or gates
-made another way are refused, since the per-call means differ."""
+amount (``_child._heap_shift``); recorded in every count file. Count files made another
+way are refused (the per-call means differ); gates made another way are used with a
+warning, since they can only be wider than needed."""
 
 CHILD_SCRIPT = Path(__file__).with_name("_child.py")
 SUITE_DIR = Path("tests") / "benchmarks"
