@@ -19,7 +19,12 @@ import pytest
 
 from rlpace.bench.cli import main as cli_main
 from rlpace.bench.compare import BenchmarkChange, Comparison, Verdict
-from rlpace.bench.counts.dumps import inclusive_costs, read_dump, read_dumps
+from rlpace.bench.counts.dumps import (
+    ALLOCATOR_PRICING,
+    inclusive_costs,
+    read_dump,
+    read_dumps,
+)
 from rlpace.bench.counts.gates import read_gates
 from rlpace.bench.counts.records import (
     CaseCount,
@@ -29,7 +34,6 @@ from rlpace.bench.counts.records import (
     write_counts,
 )
 from rlpace.bench.counts.session import (
-    HEAP_SHIFTS,
     CountJob,
     CountSettings,
     count_tree,
@@ -196,7 +200,7 @@ def test_a_tiny_call_is_counted_over_the_calls_its_case_asks_for(counted):
     tiny, one = cases["test_tiny[10]"], cases["test_sizes[10]"]
     assert (tiny.calls, one.calls) == (50, 1)
     assert read_dump(counted["dir"] / tiny.dump).instructions == pytest.approx(
-        50 * tiny.instructions
+        50 * tiny.events["Ir"]
     )
     # the same work a call, but one counted call also carries the fixed cost of being
     # measured (~5 k instructions of the loop and the client requests), which 50 share
@@ -288,16 +292,16 @@ def test_another_allocator_is_refused_like_another_valgrind():
         count_differences({"allocator": "jemalloc 0a1b"}, {"allocator": "glibc 2.36 (tuned 1a)"})
 
 
-def test_counts_without_heap_shifts_are_refused_but_gates_read_so_only_warned():
-    """Base and head counted one way and the other differ in their several-call means,
-    so they are not compared; gates read without the shifts are only wider than needed."""
-    shifted, unshifted = {"heap_shifts": HEAP_SHIFTS}, {}
+def test_counts_without_allocator_pricing_are_refused_but_gates_read_so_only_warned():
+    """Counts that charge the allocator what it really did are another measure, so they
+    are not compared with priced ones; gates read that way are only wider than needed."""
+    priced, raw = {"allocator_pricing": ALLOCATOR_PRICING}, {}
     with pytest.raises(
-        EnvironmentMismatchError, match="heap_shifts: head 'per-call-v1', base None"
+        EnvironmentMismatchError, match="allocator_pricing: head 'fixed-60-v1', base None"
     ):
-        count_differences(shifted, unshifted)
-    assert count_differences(shifted, unshifted, gates=True) == [
-        "heap_shifts: head 'per-call-v1', gates None (those gates may be wider than needed)"
+        count_differences(priced, raw)
+    assert count_differences(priced, raw, gates=True) == [
+        "allocator_pricing: head 'fixed-60-v1', gates None (those gates may be wider than needed)"
     ]
 
 
@@ -826,6 +830,116 @@ def test_a_dump_whose_instruction_counter_wrapped_is_not_a_count(tmp_path):
     assert totals.instructions == 4321.0 and totals.wrapped == ()
 
 
+DUMP_WITH_ALLOCATOR = """events: Ir Dr
+fl=(1) /src/app.c
+fn=(1) work
+0 1000 100
+cfl=(2) /build/Python-3.11.7/Objects/obmalloc.c
+cfn=(2) PyObject_Malloc
+calls=10 0
+0 900 90
+cfl=(3) ???
+cfn=(3) 0x0000000004936730
+calls=4 0
+0 500 50
+cfl=(4) ./malloc/./malloc/malloc.c
+cfn=(4) free
+calls=3 0
+0 200 20
+fl=(2)
+fn=(2)
+0 400 40
+cfl=(3)
+cfn=(3)
+calls=2 0
+0 500 50
+fl=(3)
+fn=(3)
+0 12 0
+cfl=(4)
+cfn=(5) malloc
+calls=6 0
+0 988 100
+fl=(4)
+fn=(5)
+0 988 100
+cfl=(3)
+cfn=(6) 0x0000000000401020
+calls=1 0
+0 7 1
+fl=(3)
+fn=(6)
+0 7 1
+"""
+
+
+def test_an_allocator_call_is_priced_the_same_whatever_it_did_inside(tmp_path):
+    """Calls into pymalloc or glibc's ``malloc`` from other code cost a fixed price; one
+    allocator function calling another (``PyObject_Malloc`` -> ``malloc@plt`` ->
+    ``malloc``) is part of the call that entered it, and a stub called both from inside
+    and from outside is charged only for its calls from outside."""
+    from rlpace.bench.counts.dumps import ALLOCATOR_PRICE, allocator_cost, priced_events
+
+    path = tmp_path / "cg.1.1"
+    path.write_text(DUMP_WITH_ALLOCATOR)
+    cost = allocator_cost(path)
+    # work -> PyObject_Malloc (10 calls, 900), work -> free (3, 200), and of the stub's
+    # 6 calls into malloc (988), the 2 from PyObject_Malloc (500) are already inside
+    assert cost is not None and cost.calls == 10 + 3 + (6 - 2)
+    assert cost.events == {"Ir": 900 + 200 + (988 - 500), "Dr": 90 + 20 + (100 - 50)}
+    priced = priced_events({"Ir": 5000.0, "Dr": 500.0}, cost)
+    assert priced == {"Ir": 5000 - 1588 + 17 * ALLOCATOR_PRICE, "Dr": 500 - 160}
+
+
+def test_a_dump_without_allocator_calls_keeps_its_count(tmp_path):
+    from rlpace.bench.counts.dumps import allocator_cost, priced_events
+
+    path = tmp_path / "cg.1.1"
+    path.write_text("events: Ir\nfl=(1) a.c\nfn=(1) f\n0 10\ncfn=(2) g\ncalls=1 0\n0 5\n")
+    cost = allocator_cost(path)
+    assert (cost.calls, cost.events) == (0, {"Ir": 0.0})
+    assert priced_events({"Ir": 15.0}, cost) == {"Ir": 15.0}
+    assert allocator_cost(tmp_path / "missing") is None
+
+
+@needs_valgrind
+def test_two_heap_histories_give_one_count(tmp_path):
+    """What an allocation costs follows what earlier frees left: the same calls after a
+    process freed 3 000 blocks of many sizes ran more instructions than after none, all
+    of it in glibc's ``_int_malloc`` and pymalloc's pool bookkeeping (0.8 % with large
+    blocks only). Priced per call, the counts are equal."""
+    source = (
+        "import os\nfrom rlpace.bench.suite import Timed, case\n\nKEEP = []\n\n\n"
+        '@case(timer="cpu")\ndef test_alloc():\n'
+        '    holes = int(os.environ["HOLES"])\n'
+        "    blocks = [bytes(37 * (i % 450)) for i in range(2 * holes)]\n"
+        "    KEEP.extend(blocks[::2])  # the others are freed: holes in the allocators\n"
+        "    del blocks\n\n"
+        "    def call():\n"
+        "        for size in range(1200, 16000, 300):\n"
+        "            bytearray(size)\n"
+        "        return [bytes(n) for n in range(0, 500, 8)]  # pymalloc's size classes\n\n"
+        "    return Timed(call, count_calls=3)\n"
+    )
+    cases = []
+    for holes in (0, 3000):
+        suite = tmp_path / f"h{holes}" / "tree" / "tests" / "benchmarks"
+        suite.mkdir(parents=True)
+        (suite / "test_probe.py").write_text(source, "utf-8")
+        run = count_tree(
+            suite.parents[1], tmp_path / f"h{holes}" / "head.json",
+            environ={"HOLES": str(holes)}, settings=CountSettings(python_calls=0),
+        )  # fmt: skip
+        cases.append(run.by_id()["test_alloc"])
+        assert run.meta["allocator_pricing"] == ALLOCATOR_PRICING
+    quiet, holed = cases
+    assert quiet.counted and holed.counted
+    assert holed.events["Ir"] > quiet.events["Ir"] * 1.002  # what the allocator really did
+    assert holed.allocator_calls == quiet.allocator_calls >= 49 + 63
+    assert holed.instructions == quiet.instructions
+    assert quiet.calls == 3
+
+
 def test_aa_widened_with_a_missing_or_foreign_file_says_so_and_writes_nothing(tmp_path, capsys):
     runs = []
     for name, ir in (("a.json", 1000.0), ("b.json", 1001.0)):
@@ -958,35 +1072,6 @@ def test_count_aa_killed_while_writing_leaves_the_gates_it_widens_whole(tmp_path
     monkeypatch.undo()
     assert gates.read_text() == before
     assert read_gates(gates)[0]["t"].spread == 0.001
-
-
-@needs_valgrind
-def test_each_of_a_cases_counted_calls_starts_from_a_shifted_heap(tmp_path):
-    """A call's small objects land in whichever pymalloc pool the process's history left
-    in use, and what the pool's bookkeeping costs follows (``timeit_overhead`` moved
-    1.2 % between processes of one commit). Each of several counted calls starts from a
-    heap shifted by its own amount, so the mean covers many pool fills: the same fresh
-    object lands at other addresses in the counted calls. Without the shifts the free
-    list hands every call the same block."""
-    run, seen = _count_probe(
-        tmp_path,
-        "import os\nfrom pathlib import Path\n"
-        "from rlpace.bench.suite import Timed, case\n\n\n"
-        '@case(timer="cpu")\ndef test_where():\n'
-        "    seen, n = [0] * 16, [0]  # the ids are 32-byte ints; the probe takes 16\n\n"
-        "    def call():\n"
-        "        seen[n[0]] = id(object())\n"
-        "        n[0] += 1\n\n"
-        "    def teardown():\n"
-        '        Path(os.environ["SEEN"]).write_text(" ".join(map(str, seen[: n[0]])))\n\n'
-        "    return Timed(call, teardown=teardown, count_calls=6)\n",
-    )
-    case = run.by_id()["test_where"]
-    assert (case.counted, case.calls, run.meta["heap_shifts"]) == (True, 6, HEAP_SHIFTS)
-    addresses = seen.split()
-    plain, counted = addresses[:3], addresses[-6:]  # the cache-warming call between
-    assert len(set(plain)) == 1  # the free list hands each plain call the same block
-    assert len(set(counted)) >= 4
 
 
 @needs_valgrind

@@ -11,4 +11,3 @@ void rlpace_start_instrumentation(void) { CALLGRIND_START_INSTRUMENTATION; }
 void rlpace_stop_instrumentation(void) { CALLGRIND_STOP_INSTRUMENTATION; }
 void rlpace_zero_stats(void) { CALLGRIND_ZERO_STATS; }
 void rlpace_dump_stats_at(const char *name) { CALLGRIND_DUMP_STATS_AT(name); }
-void rlpace_toggle_collect(void) { CALLGRIND_TOGGLE_COLLECT; }

@@ -27,9 +27,7 @@ fewer, so the state the measured call starts from does not depend on load); then
 global random generators are seeded and, with the garbage collector off,
 instrumentation on, one call warms the simulated caches,
 ``CALLGRIND_ZERO_STATS``, ``calls`` measured calls (the case's ``Timed.count_calls``
-when it sets one; with ``"heap_shifts"`` in the spec and more than one call, each
-starts from a differently shifted heap, see :func:`_heap_shift`),
-``CALLGRIND_DUMP_STATS_AT(<id>)`` and instrumentation off; the
+when it sets one), ``CALLGRIND_DUMP_STATS_AT(<id>)`` and instrumentation off; the
 ``done`` event says how many calls the dump holds. The parent reads the dump whose
 trigger names the case.
 """
@@ -257,17 +255,8 @@ def _count_one(c, params: dict, test_id: str, spec: dict, shim, skip_case) -> di
                 # are a negligible share of it, and its instrumented call costs minutes
                 fn()
             shim.rlpace_zero_stats()
-            shift = calls > 1 and bool(spec.get("heap_shifts"))
-            for k in range(calls):
-                if shift:  # outside the count: collection is toggled off around it
-                    shim.rlpace_toggle_collect()
-                    held = _heap_shift(k)
-                    shim.rlpace_toggle_collect()
+            for _ in range(calls):
                 fn()
-                if shift:
-                    shim.rlpace_toggle_collect()
-                    del held
-                    shim.rlpace_toggle_collect()
             shim.rlpace_dump_stats_at(test_id.encode())
             shim.rlpace_stop_instrumentation()
         finally:
@@ -276,36 +265,6 @@ def _count_one(c, params: dict, test_id: str, spec: dict, shim, skip_case) -> di
     finally:
         if timed.teardown is not None:
             timed.teardown()
-
-
-def _heap_shift(k: int) -> list:
-    """Objects to hold during the ``k``-th of several counted calls: the heap each call
-    starts from, shifted by a different, seeded amount.
-
-    A call that allocates and frees small objects pays pymalloc's pool bookkeeping, and
-    how much depends on how full the pool in use is when the call starts, which the
-    process's whole history decides: ``timeit_overhead`` moved up to 1.2 % between
-    processes of one commit, on a few discrete levels. Each counted call starts with a
-    different number of blocks taken in every pymalloc size class (up to one pool of
-    4 KiB, 16-byte classes to 512 bytes) and eight larger chunks from the C allocator,
-    so the per-call mean averages over pool fills instead of drawing one. The shifts
-    depend on ``k`` only: the same in every count of every tree. Addresses that a case
-    fixes before its calls (its objects, the interpreter's caches) are not moved.
-    """
-    import random
-
-    rng = random.Random(1000 + k)
-    held: list = []
-    for size in range(16, 513, 16):
-        blocks = rng.randrange((4096 - 48) // size)
-        if size == 16:
-            held.extend(object() for _ in range(blocks))
-        elif size == 32:  # an int of one 30-bit digit: 28 bytes
-            held.extend(10**6 + i for i in range(blocks))
-        else:  # a bytes object of n bytes takes 33 + n
-            held.extend(bytes(size - 33) for _ in range(blocks))
-    held.extend(bytes(rng.randrange(600, 60_000)) for _ in range(8))
-    return held
 
 
 def _reseed(seed: int = 0) -> None:

@@ -37,7 +37,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from rlpace.bench.counts.dumps import read_dumps
+from rlpace.bench.counts.dumps import (
+    ALLOCATOR_PRICING,
+    allocator_cost,
+    estimated_cycles,
+    priced_events,
+    read_dumps,
+)
 from rlpace.bench.counts.records import CaseCount, CountRun, write_counts
 from rlpace.bench.counts.toolchain import CountUnavailable, Toolchain, find_toolchain
 
@@ -53,12 +59,6 @@ __all__ = [
 
 CACHE_GEOMETRY = ("--I1=32768,8,64", "--D1=32768,8,64", "--LL=8388608,16,64")
 """The simulated caches (CodSpeed's): recorded in every count file."""
-
-HEAP_SHIFTS = "per-call-v1"
-"""How a case's several counted calls start: each from a heap shifted by its own seeded
-amount (``_child._heap_shift``); recorded in every count file. Count files made another
-way are refused (the per-call means differ); gates made another way are used with a
-warning, since they can only be wider than needed."""
 
 CHILD_SCRIPT = Path(__file__).with_name("_child.py")
 SUITE_DIR = Path("tests") / "benchmarks"
@@ -473,7 +473,6 @@ def _spec(
         "calls": settings.calls,
         "busy_share": settings.busy_share,
         "python_calls": settings.python_calls,
-        "heap_shifts": True,
         "roots": roots,
         "profile": None,
     }
@@ -516,17 +515,24 @@ def _case(
                 "zero or is 0; timing only",
                 busy_share=fields["busy_share"],
             )
+        allocator = allocator_cost(dump.path)
+        if allocator is None:
+            return CaseCount(test_id, "crashed", reason="counted, but its dump could not be read")
         calls = int(result.get("calls") or settings.calls)  # the case may ask for more
-        per_call = {k: v / calls for k, v in dump.events.items()}
-        cycles = dump.cycles
+        # the verdict's figures price each allocator call at a fixed cost (see
+        # dumps.allocator_cost); the raw events stay in the record
+        priced = priced_events(dump.events, allocator)
+        cycles = estimated_cycles(priced)
         return CaseCount(
             test_id,
             status,
-            instructions=dump.instructions / calls,
+            instructions=priced["Ir"] / calls,
             cycles=None if cycles is None else cycles / calls,
-            events=per_call,
+            events={k: v / calls for k, v in dump.events.items()},
             dump=str(dump.path.relative_to(output.parent)),
             calls=calls,
+            allocator_calls=allocator.calls / calls,
+            allocator_instructions=allocator.events.get("Ir", 0.0) / calls,
             **fields,
         )
     return CaseCount(test_id, status, **fields)
@@ -543,7 +549,7 @@ def _meta(
         "host": platform.node(),
         "cache": " ".join(CACHE_GEOMETRY),
         "calls": settings.calls,
-        "heap_shifts": HEAP_SHIFTS,
+        "allocator_pricing": ALLOCATOR_PRICING,
         "aslr_off": tools.setarch is not None,
         "allocator": tools.allocator.identity,
         "commit": _commit(tree),
