@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import shutil
 import textwrap
 from dataclasses import replace
@@ -19,13 +20,9 @@ import pytest
 
 from rlpace.bench.cli import main as cli_main
 from rlpace.bench.compare import BenchmarkChange, Comparison, Verdict
-from rlpace.bench.counts.dumps import (
-    ALLOCATOR_PRICING,
-    inclusive_costs,
-    read_dump,
-    read_dumps,
-)
+from rlpace.bench.counts.dumps import inclusive_costs, read_dump, read_dumps
 from rlpace.bench.counts.gates import read_gates
+from rlpace.bench.counts.pricing import FAMILIES, PRICING, priced_calls, priced_events
 from rlpace.bench.counts.records import (
     CaseCount,
     CountRun,
@@ -292,16 +289,17 @@ def test_another_allocator_is_refused_like_another_valgrind():
         count_differences({"allocator": "jemalloc 0a1b"}, {"allocator": "glibc 2.36 (tuned 1a)"})
 
 
-def test_counts_without_allocator_pricing_are_refused_but_gates_read_so_only_warned():
-    """Counts that charge the allocator what it really did are another measure, so they
-    are not compared with priced ones; gates read that way are only wider than needed."""
-    priced, raw = {"allocator_pricing": ALLOCATOR_PRICING}, {}
+def test_counts_without_call_pricing_are_refused_but_gates_read_so_only_warned():
+    """Counts that charge the allocator and the type cache what they really did are
+    another measure, so they are not compared with priced ones; gates read that way
+    are only wider than needed."""
+    priced, raw = {"call_pricing": PRICING}, {}
     with pytest.raises(
-        EnvironmentMismatchError, match="allocator_pricing: head 'fixed-60-v1', base None"
+        EnvironmentMismatchError, match=re.escape(f"call_pricing: head '{PRICING}', base None")
     ):
         count_differences(priced, raw)
     assert count_differences(priced, raw, gates=True) == [
-        "allocator_pricing: head 'fixed-60-v1', gates None (those gates may be wider than needed)"
+        f"call_pricing: head '{PRICING}', gates None (those gates may be wider than needed)"
     ]
 
 
@@ -830,7 +828,7 @@ def test_a_dump_whose_instruction_counter_wrapped_is_not_a_count(tmp_path):
     assert totals.instructions == 4321.0 and totals.wrapped == ()
 
 
-DUMP_WITH_ALLOCATOR = """events: Ir Dr
+PRICED_DUMP = """events: Ir Dr
 fl=(1) /src/app.c
 fn=(1) work
 0 1000 100
@@ -846,6 +844,10 @@ cfl=(4) ./malloc/./malloc/malloc.c
 cfn=(4) free
 calls=3 0
 0 200 20
+cfl=(7) /build/Python-3.11.7/Objects/typeobject.c
+cfn=(7) _PyType_Lookup
+calls=5 0
+0 400 80
 fl=(2)
 fn=(2)
 0 400 40
@@ -870,36 +872,49 @@ calls=1 0
 fl=(3)
 fn=(6)
 0 7 1
+fl=(7)
+fn=(7)
+0 250 50
+cfl=(8) /build/Python-3.11.7/Objects/typeobject.c
+cfn=(8) find_name_in_mro
+calls=2 0
+0 150 30
 """
 
 
-def test_an_allocator_call_is_priced_the_same_whatever_it_did_inside(tmp_path):
-    """Calls into pymalloc or glibc's ``malloc`` from other code cost a fixed price; one
-    allocator function calling another (``PyObject_Malloc`` -> ``malloc@plt`` ->
-    ``malloc``) is part of the call that entered it, and a stub called both from inside
-    and from outside is charged only for its calls from outside."""
-    from rlpace.bench.counts.dumps import ALLOCATOR_PRICE, allocator_cost, priced_events
-
+def test_a_priced_call_costs_the_same_whatever_it_did_inside(tmp_path):
+    """Calls into pymalloc, glibc's ``malloc`` or ``_PyType_Lookup`` from other code cost
+    a fixed price; one allocator function calling another (``PyObject_Malloc`` ->
+    ``malloc@plt`` -> ``malloc``) is part of the call that entered it, and a stub
+    called both from inside and from outside is charged only for its calls from
+    outside. A lookup that missed the cache (``find_name_in_mro``) costs a hit's price."""
     path = tmp_path / "cg.1.1"
-    path.write_text(DUMP_WITH_ALLOCATOR)
-    cost = allocator_cost(path)
+    path.write_text(PRICED_DUMP)
+    costs = priced_calls(path)
+    alloc, lookup = costs["allocator"], costs["type_lookup"]
     # work -> PyObject_Malloc (10 calls, 900), work -> free (3, 200), and of the stub's
     # 6 calls into malloc (988), the 2 from PyObject_Malloc (500) are already inside
-    assert cost is not None and cost.calls == 10 + 3 + (6 - 2)
-    assert cost.events == {"Ir": 900 + 200 + (988 - 500), "Dr": 90 + 20 + (100 - 50)}
-    priced = priced_events({"Ir": 5000.0, "Dr": 500.0}, cost)
-    assert priced == {"Ir": 5000 - 1588 + 17 * ALLOCATOR_PRICE, "Dr": 500 - 160}
+    assert alloc.calls == 10 + 3 + (6 - 2)
+    assert alloc.events == {"Ir": 900 + 200 + (988 - 500), "Dr": 90 + 20 + (100 - 50)}
+    assert (lookup.calls, lookup.events) == (5, {"Ir": 400.0, "Dr": 80.0})
+    prices = {f.name: f.price for f in FAMILIES}
+    priced = priced_events({"Ir": 5000.0, "Dr": 500.0}, costs)
+    assert priced == {
+        "Ir": 5000 - 1588 - 400 + 17 * prices["allocator"] + 5 * prices["type_lookup"],
+        "Dr": 500 - 160 - 80,
+    }
 
 
-def test_a_dump_without_allocator_calls_keeps_its_count(tmp_path):
-    from rlpace.bench.counts.dumps import allocator_cost, priced_events
-
+def test_a_dump_without_priced_calls_keeps_its_count(tmp_path):
     path = tmp_path / "cg.1.1"
     path.write_text("events: Ir\nfl=(1) a.c\nfn=(1) f\n0 10\ncfn=(2) g\ncalls=1 0\n0 5\n")
-    cost = allocator_cost(path)
-    assert (cost.calls, cost.events) == (0, {"Ir": 0.0})
-    assert priced_events({"Ir": 15.0}, cost) == {"Ir": 15.0}
-    assert allocator_cost(tmp_path / "missing") is None
+    costs = priced_calls(path)
+    assert {k: (c.calls, c.events) for k, c in costs.items()} == {
+        "allocator": (0, {"Ir": 0.0}),
+        "type_lookup": (0, {"Ir": 0.0}),
+    }
+    assert priced_events({"Ir": 15.0}, costs) == {"Ir": 15.0}
+    assert priced_calls(tmp_path / "missing") is None
 
 
 @needs_valgrind
@@ -931,11 +946,12 @@ def test_two_heap_histories_give_one_count(tmp_path):
             environ={"HOLES": str(holes)}, settings=CountSettings(python_calls=0),
         )  # fmt: skip
         cases.append(run.by_id()["test_alloc"])
-        assert run.meta["allocator_pricing"] == ALLOCATOR_PRICING
+        assert run.meta["call_pricing"] == PRICING
     quiet, holed = cases
     assert quiet.counted and holed.counted
     assert holed.events["Ir"] > quiet.events["Ir"] * 1.002  # what the allocator really did
-    assert holed.allocator_calls == quiet.allocator_calls >= 49 + 63
+    assert holed.priced_calls == quiet.priced_calls
+    assert quiet.priced_calls["allocator"] >= 49 + 63
     assert holed.instructions == quiet.instructions
     assert quiet.calls == 3
 

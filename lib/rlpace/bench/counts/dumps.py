@@ -29,42 +29,15 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = [
-    "ALLOCATOR_FILES",
-    "ALLOCATOR_PRICE",
-    "ALLOCATOR_PRICING",
-    "AllocatorCost",
-    "Dump",
-    "allocator_cost",
-    "estimated_cycles",
-    "inclusive_costs",
-    "priced_events",
-    "read_dump",
-    "read_dumps",
-]
+__all__ = ["Dump", "estimated_cycles", "inclusive_costs", "read_dump", "read_dumps"]
 
 TRIGGER_PREFIX = "desc: Trigger: Client Request: "
 _HEADER_LINES = 64
 _TAIL_BYTES = 4096
-_NAME_REF = re.compile(r"\((\d+)\)(?: (.*))?")
-_STUB = re.compile(r"^(0x[0-9a-fA-F]+|.*@plt)$")  # a PLT stub: Callgrind names it by address
-
-ALLOCATOR_FILES = ("/Objects/obmalloc.c", "/malloc/malloc.c")
-"""Source files whose functions are the allocator: CPython's pymalloc and glibc's
-``malloc`` (``malloc``, ``free``, ``posix_memalign``, their bins and caches)."""
-ALLOCATOR_PRICE = 60.0
-"""Instructions charged for one call into the allocator, whatever it did inside: about
-what a call costs when its size class has a free block (55-75 in the replay-buffer
-cases' dumps)."""
-ALLOCATOR_PRICING = "fixed-60-v1"
-"""How the count files' instructions price allocator calls (recorded as their
-``allocator_pricing``)."""
-
 _ANNOTATE_ROW = re.compile(r"^\s*([\d,]+)\s+\(\s*[\d.]+%\)\s+(\S.*?)(?:\s+\[[^\]]*\])?\s*$")
 
 
@@ -215,137 +188,3 @@ def inclusive_costs(path: Path, *, limit: int = 400) -> dict[str, float]:
         if len(costs) >= limit:
             break
     return costs
-
-
-@dataclass(frozen=True)
-class AllocatorCost:
-    """What one dump spent inside calls into the allocator (:data:`ALLOCATOR_FILES`).
-
-    Example:
-        >>> AllocatorCost(calls=3, events={"Ir": 210.0}).events["Ir"]
-        210.0
-    """
-
-    calls: int
-    """Calls from other code into an allocator function (calls between allocator
-    functions are part of the call that entered it)."""
-    events: dict[str, float]
-    """Their inclusive cost, by event (``Ir``, ``D1mr``, ...)."""
-
-
-def allocator_cost(path: Path) -> AllocatorCost | None:
-    """The calls into the allocator in one Callgrind dump, and their inclusive cost.
-
-    How much an allocator call costs depends on everything the process allocated
-    before it: which of glibc's bins hold what, whether a pymalloc pool has just
-    emptied and its arena must be re-sorted. Two processes of the same code, with
-    histories that differ by a few objects, differed by up to 0.57 % in replay-buffer
-    cases, most of it inside ``_int_malloc``, ``unlink_chunk`` and ``_PyObject_Free``.
-    The number of calls does not depend on that history. :func:`priced_events` swaps
-    the cost for a fixed price per call.
-
-    Reads the whole dump (a few hundred kilobytes a case, tens of milliseconds);
-    None when it cannot be read.
-
-    Example:
-        >>> allocator_cost(Path("missing.out")) is None
-        True
-    """
-    names: list[str] = []
-    files: dict[str, str] = {}
-    functions: dict[str, str] = {}
-    kinds: dict[str, str] = {}  # function id -> "alloc", "stub" or "other"
-    current_file = ""
-    callee_file: str | None = None
-    caller = callee = ("", "other")  # (function id, kind)
-    call: tuple | None = None  # (caller, callee, calls) of the next cost line
-    # calls into the allocator: from other code directly, from a PLT stub (which some
-    # allocator functions also call: PyMem_RawMalloc -> malloc@plt -> malloc), and from
-    # the allocator into a stub; a stub's calls from outside are the difference
-    entered = [0, Counter()]
-    through_stub: dict[str, list] = {}
-    from_inside: dict[str, list] = {}
-
-    def ref(value: str, table: dict[str, str]) -> tuple[str, str]:
-        match = _NAME_REF.match(value)
-        if match is None:  # an uncompressed name
-            return value, value
-        key, name = match.groups()
-        if name is not None:
-            table[key] = name
-        return key, table.get(key, "")
-
-    def kind(name: str, file: str) -> str:
-        if file.endswith(ALLOCATOR_FILES):
-            return "alloc"
-        return "stub" if _STUB.match(name) else "other"
-
-    def add(acc: list, calls: int, line: str) -> None:
-        acc[0] += calls
-        for i, v in enumerate(line.split()[1:]):
-            acc[1][i] += int(v)
-
-    try:
-        with Path(path).open(encoding="utf-8", errors="replace") as fh:
-            for line in fh:
-                head = line[:1]
-                if head.isdigit() or head in "+-*":
-                    if call is None:
-                        continue
-                    (src, src_kind), (dst, dst_kind), calls = call
-                    call = None
-                    if dst_kind == "alloc" and src_kind == "other":
-                        add(entered, calls, line)
-                    elif dst_kind == "alloc" and src_kind == "stub":
-                        add(through_stub.setdefault(src, [0, Counter()]), calls, line)
-                    elif dst_kind == "stub" and src_kind == "alloc":
-                        add(from_inside.setdefault(dst, [0, Counter()]), calls, line)
-                elif line.startswith("events:"):
-                    names = line.split()[1:]
-                elif line.startswith("fl="):
-                    current_file = ref(line[3:].strip(), files)[1]
-                elif line.startswith(("fi=", "fe=")):
-                    ref(line[3:].strip(), files)
-                elif line.startswith(("cfi=", "cfl=")):
-                    callee_file = ref(line[4:].strip(), files)[1]
-                elif line.startswith("fn="):
-                    key, name = ref(line[3:].strip(), functions)
-                    caller = (key, kind(name, current_file))
-                    kinds[key] = caller[1]
-                    callee_file = None
-                elif line.startswith("cfn="):
-                    key, name = ref(line[4:].strip(), functions)
-                    if callee_file is not None or key not in kinds:
-                        kinds[key] = kind(name, callee_file or current_file)
-                    callee = (key, kinds[key])
-                    callee_file = None
-                elif line.startswith("calls="):
-                    call = (caller, callee, int(line[6:].split()[0]))
-    except (OSError, ValueError):
-        return None
-    calls, totals = entered
-    for stub, (n, cost) in through_stub.items():
-        inner_n, inner_cost = from_inside.get(stub, (0, Counter()))
-        calls += max(0, n - inner_n)
-        for i in cost:
-            totals[i] += max(0, cost[i] - inner_cost[i])
-    return AllocatorCost(calls, {n: float(totals[i]) for i, n in enumerate(names)})
-
-
-def priced_events(
-    events: Mapping[str, float], allocator: AllocatorCost, price: float = ALLOCATOR_PRICE
-) -> dict[str, float]:
-    """``events`` with each allocator call costing ``price`` instructions and nothing else.
-
-    The allocator's cost then follows how often code allocates, not the state of the
-    heap it happened to meet: a change that adds an allocation still costs ``price``
-    and whatever its caller does to make it.
-
-    Example:
-        >>> priced_events({"Ir": 1000.0, "Dr": 300.0}, AllocatorCost(2, {"Ir": 400.0, "Dr": 90.0}))
-        {'Ir': 720.0, 'Dr': 210.0}
-    """
-    out = {k: max(0.0, v - allocator.events.get(k, 0.0)) for k, v in events.items()}
-    if "Ir" in out:
-        out["Ir"] += price * allocator.calls
-    return out

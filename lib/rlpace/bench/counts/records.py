@@ -58,15 +58,16 @@ REFUSED_KEYS = (
     "cache",
     "calls",
     "allocator",
-    "allocator_pricing",
+    "call_pricing",
 )
 """Meta keys that must match: a difference changes every count."""
 WARNED_KEYS = ("cpu", "host", "torch", "numpy", "tensordict", "torchrl")
 """Meta keys worth a warning: a difference can move some counts."""
-GATE_WARNED_KEYS = ("allocator_pricing",)
+GATE_WARNED_KEYS = ("call_pricing",)
 """Refused between two count files but only warned about against a gate file: counts
-that charge the allocator what it really did (no ``allocator_pricing``) spread wider,
-so gates read that way are wider than needed, never narrower."""
+that charge the allocator and the type cache what they really did (no
+``call_pricing``) spread wider, so gates read that way are wider than needed, never
+narrower."""
 
 
 @dataclass(frozen=True)
@@ -85,18 +86,18 @@ class CaseCount:
     """Why a case was not counted (empty when counted)."""
     instructions: float | None = None
     """Instructions per measured call: Callgrind's ``Ir`` with each call into the
-    allocator priced at a fixed cost (``meta["allocator_pricing"]``, see
-    :func:`~rlpace.bench.counts.dumps.priced_events`); what the verdict judges."""
+    allocator or CPython's type cache priced at a fixed cost (``meta["call_pricing"]``,
+    see :mod:`rlpace.bench.counts.pricing`); what the verdict judges."""
     cycles: float | None = None
-    """Estimated cycles per call: L1 hits + 5 LL hits + 35 RAM accesses, allocator
-    calls priced the same way."""
+    """Estimated cycles per call: L1 hits + 5 LL hits + 35 RAM accesses, those calls
+    priced the same way."""
     events: dict[str, float] | None = None
-    """All Callgrind events per call, as counted (allocator included)."""
-    allocator_calls: float | None = None
-    """Calls into the allocator (pymalloc, glibc ``malloc``) per measured call."""
-    allocator_instructions: float | None = None
+    """All Callgrind events per call, as counted (nothing priced)."""
+    priced_calls: dict[str, float] | None = None
+    """Calls into each priced family (``allocator``, ``type_lookup``) per measured call."""
+    priced_instructions: dict[str, float] | None = None
     """Instructions those calls really ran per measured call, which ``instructions``
-    replaces with the fixed price."""
+    replaces with the families' prices."""
     dump: str | None = None
     """The dump file, relative to the count file's folder (for "why did it regress?")."""
     python_calls: dict[str, int] | None = None
@@ -226,7 +227,7 @@ def count_differences(
         >>> count_differences({"valgrind": "3.22"}, {"valgrind": "3.19"})
         Traceback (most recent call last):
         ...
-        rlpace.bench.errors.EnvironmentMismatchError: count files from different environments: valgrind: head '3.22', base '3.19'; expected the same Valgrind, interpreter, architecture, cache settings, allocator and allocator pricing on both sides; fix: count both revisions on one machine and toolchain, or pass --allow-mismatch to compare anyway
+        rlpace.bench.errors.EnvironmentMismatchError: count files from different environments: valgrind: head '3.22', base '3.19'; expected the same Valgrind, interpreter, architecture, cache settings, allocator and call pricing on both sides; fix: count both revisions on one machine and toolchain, or pass --allow-mismatch to compare anyway
     """
     lenient = GATE_WARNED_KEYS if gates else ()
     refused = [
@@ -248,7 +249,7 @@ def count_differences(
             "count files from different environments: "
             + "; ".join(refused)
             + "; expected the same Valgrind, interpreter, architecture, cache settings, "
-            "allocator and allocator pricing on both sides; fix: count both revisions on one machine and toolchain, or pass "
+            "allocator and call pricing on both sides; fix: count both revisions on one machine and toolchain, or pass "
             "--allow-mismatch to compare anyway"
         )
     return [f"{r} (compared anyway)" for r in refused] + warned

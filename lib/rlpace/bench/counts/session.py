@@ -37,13 +37,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from rlpace.bench.counts.dumps import (
-    ALLOCATOR_PRICING,
-    allocator_cost,
-    estimated_cycles,
-    priced_events,
-    read_dumps,
-)
+from rlpace.bench.counts.dumps import estimated_cycles, read_dumps
+from rlpace.bench.counts.pricing import PRICING, priced_calls, priced_events
 from rlpace.bench.counts.records import CaseCount, CountRun, write_counts
 from rlpace.bench.counts.toolchain import CountUnavailable, Toolchain, find_toolchain
 
@@ -515,13 +510,13 @@ def _case(
                 "zero or is 0; timing only",
                 busy_share=fields["busy_share"],
             )
-        allocator = allocator_cost(dump.path)
-        if allocator is None:
+        costs = priced_calls(dump.path)
+        if costs is None:
             return CaseCount(test_id, "crashed", reason="counted, but its dump could not be read")
         calls = int(result.get("calls") or settings.calls)  # the case may ask for more
-        # the verdict's figures price each allocator call at a fixed cost (see
-        # dumps.allocator_cost); the raw events stay in the record
-        priced = priced_events(dump.events, allocator)
+        # the verdict's figures price the calls whose cost follows the process's history
+        # (the allocator, the type cache; see counts.pricing); raw events stay beside
+        priced = priced_events(dump.events, costs)
         cycles = estimated_cycles(priced)
         return CaseCount(
             test_id,
@@ -531,8 +526,8 @@ def _case(
             events={k: v / calls for k, v in dump.events.items()},
             dump=str(dump.path.relative_to(output.parent)),
             calls=calls,
-            allocator_calls=allocator.calls / calls,
-            allocator_instructions=allocator.events.get("Ir", 0.0) / calls,
+            priced_calls={k: c.calls / calls for k, c in costs.items()},
+            priced_instructions={k: c.events.get("Ir", 0.0) / calls for k, c in costs.items()},
             **fields,
         )
     return CaseCount(test_id, status, **fields)
@@ -549,7 +544,7 @@ def _meta(
         "host": platform.node(),
         "cache": " ".join(CACHE_GEOMETRY),
         "calls": settings.calls,
-        "allocator_pricing": ALLOCATOR_PRICING,
+        "call_pricing": PRICING,
         "aslr_off": tools.setarch is not None,
         "allocator": tools.allocator.identity,
         "commit": _commit(tree),
