@@ -307,7 +307,8 @@ def test_a_comparison_with_the_count_tier_survives_the_record_and_renders_inert(
         count_change_pct=4.0, cycles_change_pct=3.5, count_gate_pct=1.0,
         count_note="count regression; time did not move enough to flag",
         count_causes={"total": 1234.0, "native": [["operator|`x` @evil", 10.0, 20.0]],
-                      "python": [["[f](https://evil.example)", 1.0, 3.0]]},
+                      "python": [["[f](https://evil.example)", 1.0, 3.0]],
+                      "priced": [["allocator", 372.0, 380.0], ["[l](https://evil.example)", 1, 2]]},
     )  # fmt: skip
     tier = {"unavailable": None, "warnings": [], "verdicts": {"regression": 1}, "counted": 1,
             "not_counted": 0, "wall_s": 12.0, "gates": None}  # fmt: skip
@@ -320,6 +321,8 @@ def test_a_comparison_with_the_count_tier_survives_the_record_and_renders_inert(
     assert "Why did test_a regress?" in text
     assert "`operator\\|x @evil`" in text  # one code cell: no backtick, the pipe escaped
     assert "`[f](https://evil.example)`" in text  # inside a code span: not a link
+    assert "allocator 372.0 → 380.0;" in text  # calls per call into a priced family
+    assert "](https://evil.example)" not in text.replace("`[f](https://evil.example)`", "")
     data["rows"][0]["count_causes"] = {"total": 1, "native": [["x", "1", 2]], "python": []}
     with pytest.raises(BenchInputError, match="count_causes"):
         record_from_dict(data, source="cpu.json")

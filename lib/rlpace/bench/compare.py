@@ -215,7 +215,8 @@ class BenchmarkChange:
     """How counts and time agree, or why the case was not counted."""
     count_causes: Mapping[str, Any] | None = None
     """For a count regression: the functions whose cost grew most
-    (``{"native": [[name, base, head], ...], "python": [...], "bytecode": [...]}``)."""
+    (``{"native": [[name, base, head], ...], "python": [...], "bytecode": [...],
+    "priced": [...]}``; ``priced``: calls per call into the allocator and the type cache)."""
 
     @property
     def has_base(self) -> bool:

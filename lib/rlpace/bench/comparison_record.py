@@ -94,6 +94,7 @@ _CAUSES = {
         "native": _GROWTH,
         "python": _GROWTH,
         "bytecode": _GROWTH,
+        "priced": _GROWTH,
     },
 }
 _COUNT_TIER = {

@@ -369,6 +369,7 @@ def apply_count_tier(comparison: Comparison, tier: CountTier) -> Comparison:
                     "native": [[g.name, g.base, g.head] for g in cause.native],
                     "python": [[g.name, g.base, g.head] for g in cause.python],
                     "bytecode": [[g.name, g.base, g.head] for g in cause.bytecode],
+                    "priced": [[g.name, g.base, g.head] for g in cause.priced],
                 },
             )
         )

@@ -10,7 +10,10 @@ Three readings per count regression:
 - **Python functions that ran more bytecode themselves**, from one opcode-traced call
   per side: a check or a conversion added inside a function, which adds no call and
   shows in the native dumps only as the interpreter loop, e.g.
-  ``rlpace/trainers/_timing.py:__exit__``.
+  ``rlpace/trainers/_timing.py:__exit__``;
+- **priced calls**, calls into the allocator and CPython's type cache per call, whose
+  count the fixed price turns into instructions (see :mod:`rlpace.bench.counts.pricing`):
+  a change that allocates more shows here, e.g. ``allocator 372 -> 380``.
 
 Each reading lists the largest increases, with the share of the case's total change
 they explain (inclusive costs nest, so shares of nested functions overlap).
@@ -77,6 +80,9 @@ class RegressionCause:
     """Python functions by growth of their call count."""
     bytecode: tuple[Growth, ...] = ()
     """Python functions by growth of the bytecode they ran themselves."""
+    priced: tuple[Growth, ...] = ()
+    """Priced families (``allocator``, ``type_lookup``) whose calls per call changed,
+    either way: what their fixed prices add to or take from ``total_delta``."""
 
 
 def top_growth(
@@ -161,11 +167,15 @@ def explain_regression(
     are relative to them). Missing dumps give an empty native list.
 
     Example:
-        >>> h = CaseCount("t", "counted", instructions=110.0, python_calls={"m.py:f": 3})
-        >>> b = CaseCount("t", "counted", instructions=100.0, python_calls={"m.py:f": 1})
+        >>> h = CaseCount("t", "counted", instructions=110.0, python_calls={"m.py:f": 3},
+        ...               priced_calls={"allocator": 12.0, "type_lookup": 5.0})
+        >>> b = CaseCount("t", "counted", instructions=100.0, python_calls={"m.py:f": 1},
+        ...               priced_calls={"allocator": 10.0, "type_lookup": 5.0})
         >>> cause = explain_regression(h, b, head_dir=Path("."), base_dir=Path("."))
         >>> cause.total_delta, [(g.name, g.delta) for g in cause.python]
         (10.0, [('m.py:f', 2.0)])
+        >>> [(g.name, g.base, g.head) for g in cause.priced]
+        [('allocator', 10.0, 12.0)]
     """
     native: list[Growth] = []
     if head.dump and base.dump:
@@ -181,10 +191,17 @@ def explain_regression(
         native = top_growth(b_costs, h_costs, limit=limit)
     python = top_growth(base.python_calls or {}, head.python_calls or {}, limit=limit)
     bytecode = top_growth(base.python_bytecodes or {}, head.python_bytecodes or {}, limit=limit)
+    b_priced, h_priced = base.priced_calls or {}, head.priced_calls or {}
+    priced = tuple(
+        Growth(name, float(b_priced.get(name, 0.0)), float(h_priced.get(name, 0.0)))
+        for name in sorted(set(b_priced) & set(h_priced))
+        if b_priced[name] != h_priced[name]
+    )
     return RegressionCause(
         head.test_id,
         float((head.instructions or 0.0) - (base.instructions or 0.0)),
         tuple(replace(g, name=readable_name(g.name)) for g in native),
         tuple(replace(g, name=readable_name(g.name)) for g in python),
         tuple(replace(g, name=readable_name(g.name)) for g in bytecode),
+        priced,
     )
