@@ -917,6 +917,24 @@ def test_a_dump_without_priced_calls_keeps_its_count(tmp_path):
     assert priced_calls(tmp_path / "missing") is None
 
 
+def test_a_dump_whose_call_graph_is_corrupt_is_reported_not_counted(tmp_path):
+    """A dump whose header reads but whose call lines do not (a truncated or foreign
+    file) gives the case no count rather than a wrong one, and says why."""
+    from rlpace.bench.counts.session import _case
+
+    dumps = tmp_path / "run.dumps"
+    dumps.mkdir()
+    (dumps / "cg.1.1").write_text(
+        "desc: Trigger: Client Request: t\nevents: Ir\nsummary: 100\n"
+        "fn=(1) f\n0 100\ncfn=(2) malloc\ncalls=two 0\n0 5\ntotals: 100\n"
+    )
+    case = _case(
+        "t", {"status": "counted"}, read_dumps(dumps), CountSettings(), tmp_path / "run.json"
+    )
+    assert case.status == "crashed" and case.reason == "counted, but its dump could not be read"
+    assert not case.counted
+
+
 @needs_valgrind
 def test_two_heap_histories_give_one_count(tmp_path):
     """What an allocation costs follows what earlier frees left: the same calls after a

@@ -36,6 +36,7 @@ from typing import Any
 from rlpace.bench import units
 from rlpace.bench.compare import BenchmarkChange, Comparison, Verdict
 from rlpace.bench.controls import CONTROL_IMPL
+from rlpace.bench.counts.pricing import FAMILIES
 from rlpace.bench.errors import BenchInputError
 from rlpace.bench.markdown_safe import COMMENT_LIMIT, cap, code_span, neutralize
 from rlpace.bench.provenance import comparison_warnings, describe_run
@@ -280,6 +281,8 @@ def _environment():
         paired_text=paired_text,
         code_cell=lambda text: code_span(text).replace("|", "\\|"),
     )
+    # what the count tier charges a call into each priced family, for the comment's notes
+    env.globals["call_prices"] = {f.name: f"{f.price:g}" for f in FAMILIES}
     return env
 
 

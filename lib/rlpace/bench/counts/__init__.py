@@ -8,7 +8,8 @@ change of the counts against the tier's own A/A spread.
 
 Modules: :mod:`~rlpace.bench.counts.toolchain` (Valgrind, gcc and the client-request
 shim), :mod:`~rlpace.bench.counts.session` (the counting process),
-:mod:`~rlpace.bench.counts.dumps` (dump files), :mod:`~rlpace.bench.counts.records`
+:mod:`~rlpace.bench.counts.dumps` (dump files), :mod:`~rlpace.bench.counts.pricing`
+(allocator and type-cache calls at a fixed price), :mod:`~rlpace.bench.counts.records`
 (count files), :mod:`~rlpace.bench.counts.verdict` (the pure maths) and
 :mod:`~rlpace.bench.counts.why` (what grew between two dumps).
 
