@@ -10,14 +10,18 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import re
 import shutil
+import subprocess
+import sys
 import textwrap
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+import rlpace.bench.counts
 from rlpace.bench.cli import main as cli_main
 from rlpace.bench.compare import BenchmarkChange, Comparison, Verdict
 from rlpace.bench.counts.dumps import inclusive_costs, read_dump, read_dumps
@@ -232,6 +236,50 @@ def test_a_case_that_sleeps_is_not_claimed(counted):
     assert cases["test_sleep[30]"].instructions is None
     assert cases["test_wall[1]"].status == "not-counted"
     assert "declared" in cases["test_wall[1]"].reason
+
+
+# the guard in a process of its own, as the counting process runs it: 60 calls of a few
+# milliseconds of pure Python, then 5 calls that sleep
+_GUARD_PROBE = """
+import importlib.util, json, sys, time
+spec = importlib.util.spec_from_file_location("count_child", sys.argv[1])
+child = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(child)
+
+def compute():
+    total = 0
+    for i in range(20_000):
+        total += i * i
+
+busy = [child._busy_share(compute)[0] for _ in range(60)]
+slept = [child._busy_share(lambda: time.sleep(0.03))[0] for _ in range(5)]
+print(json.dumps({"busy": busy, "slept": slept}))
+"""
+
+
+def test_the_wait_guard_reads_computing_calls_as_busy_on_an_overloaded_machine():
+    """Four processes a core kept the short computing calls queued for most of their
+    wall time; the clocks alone read such calls 42-97 % busy (a queued wait booked on
+    the wrong side of a call), the switch count reads them 100 %, and a call that
+    sleeps still reads as waiting."""
+    child = Path(rlpace.bench.counts.__file__).with_name("_child.py")
+    hogs = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        for _ in range(4 * (os.cpu_count() or 1))
+    ]
+    try:
+        probe = subprocess.run(
+            [sys.executable, "-c", _GUARD_PROBE, str(child)],
+            capture_output=True, text=True, timeout=240, check=True,
+        )  # fmt: skip
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    readings = json.loads(probe.stdout)
+    assert readings["busy"] == [1.0] * 60
+    assert all(r is None or r < 0.25 for r in readings["slept"]), readings["slept"]
+    assert any(r is not None for r in readings["slept"]), readings["slept"]
 
 
 @needs_valgrind

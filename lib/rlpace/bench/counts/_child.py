@@ -42,6 +42,7 @@ import json
 import multiprocessing
 import os
 import re
+import resource
 import statistics
 import sys
 import time
@@ -66,18 +67,33 @@ def _run_delay() -> int:
         return 0
 
 
+def _voluntary_switches() -> int:
+    """Times any thread of this process gave up its CPU to wait (sleep, I/O, a lock)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw
+
+
 def _busy_share(fn) -> tuple[float | None, float]:
     """(share of one call's wall time spent computing, its wall time in seconds).
 
-    Time the thread spent queued for a CPU is taken off the wall time, so a loaded
-    machine does not make a computing case look like it waits. A reading where that
-    queued time is more than half the call is too uncertain to tell: its share is None.
+    A call during which no thread of the process gave up its CPU of its own accord (no
+    voluntary context switch: no sleep, no wait for I/O, a lock, a pipe or another
+    process) computed all along, however long the machine kept it queued: its share is
+    1. That reading is a count, not a time, so load cannot change it. Only a call that
+    did wait is read from its clocks: time the thread spent queued for a CPU is taken
+    off the wall time, and a reading where that queued time is more than half the call
+    is too uncertain to tell (None). The clocks alone misread short calls under load:
+    the queued time is booked when the thread gets its CPU back, so a wait that
+    straddles the start or end of a call of a few milliseconds lands on the wrong side
+    of it (calls of 10-20 ms with four processes a core read 42-52 % busy while
+    computing all along).
     """
+    s0 = _voluntary_switches()
     w0, c0, q0 = time.perf_counter(), time.process_time(), _run_delay()
     fn()
     w1, c1, q1 = time.perf_counter(), time.process_time(), _run_delay()
+    s1 = _voluntary_switches()
     raw = w1 - w0
-    if raw <= 1e-4:
+    if s1 == s0 or raw <= 1e-4:
         return 1.0, raw
     queued = (q1 - q0) / 1e9
     if queued > 0.5 * raw:
