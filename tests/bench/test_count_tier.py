@@ -35,6 +35,8 @@ from rlpace.bench.counts.records import (
     write_counts,
 )
 from rlpace.bench.counts.session import (
+    KERNEL_ENV,
+    KERNELS,
     CountJob,
     CountSettings,
     count_tree,
@@ -384,7 +386,8 @@ from rlpace.bench.suite import case
 
 @case(timer="cpu")
 def test_env():
-    keys = ("PYTHONMALLOC", "LD_PRELOAD", "GLIBC_TUNABLES", "PYTHONHASHSEED")
+    keys = ("PYTHONMALLOC", "LD_PRELOAD", "GLIBC_TUNABLES", "PYTHONHASHSEED",
+            "MKL_ENABLE_INSTRUCTIONS", "ONEDNN_MAX_CPU_ISA")
     with open(os.environ["PROBE_OUT"], "w") as fh:
         json.dump({k: os.environ.get(k) for k in keys}, fh)
     return lambda: sum(range(100))
@@ -408,6 +411,29 @@ def test_the_counting_process_runs_on_the_chosen_allocator(monkeypatch, tmp_path
     assert env["PYTHONMALLOC"] == "pymalloc" and env["PYTHONHASHSEED"] == "0"
     assert env["GLIBC_TUNABLES"] == GLIBC_TUNABLES
     assert run.meta["allocator"].startswith("glibc") and "(tuned " in run.meta["allocator"]
+
+
+@needs_valgrind
+def test_the_counting_process_runs_the_sse_matrix_kernels_and_records_them(tmp_path):
+    """Valgrind emulates AVX2's fused multiply-adds lane by lane; the counting process
+    asks MKL and oneDNN for their SSE4.2 kernels, and a count file says so."""
+    env, run = _probe_allocator(tmp_path)
+    assert (
+        {k: env[k] for k in KERNEL_ENV}
+        == KERNEL_ENV
+        == {
+            "MKL_ENABLE_INSTRUCTIONS": "SSE4_2",
+            "ONEDNN_MAX_CPU_ISA": "SSE41",
+        }
+    )
+    assert run.meta["kernels"] == KERNELS
+
+
+def test_counts_on_other_matrix_kernels_are_refused_with_the_fix():
+    with pytest.raises(EnvironmentMismatchError, match=r"kernels: head '.*', base None.*fix:"):
+        count_differences({"kernels": KERNELS}, {})
+    with pytest.raises(EnvironmentMismatchError, match="kernels"):
+        count_differences({"kernels": KERNELS}, {}, gates=True)
 
 
 @needs_valgrind

@@ -123,7 +123,7 @@ def test_llm_env_reset_step(impl, mode, batch, layout):
     params={"batch": [8]},
     gpu=True,
     timer="cpu",
-    # importing transformers and generating cost ~30 s a side under Valgrind, out of
+    # importing transformers and generating cost ~15 s a side under Valgrind, out of
     # the PR check's budget; the generation is transformers' and torch's code, the
     # rlpace part (the policy wrapper) is timed here
     count=False,

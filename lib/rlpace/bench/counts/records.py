@@ -59,8 +59,10 @@ REFUSED_KEYS = (
     "calls",
     "allocator",
     "call_pricing",
+    "kernels",
 )
-"""Meta keys that must match: a difference changes every count."""
+"""Meta keys that must match: a difference changes every count (``kernels``: the
+matrix kernels the counting process chose, those of every case with a GEMM)."""
 WARNED_KEYS = ("cpu", "host", "torch", "numpy", "tensordict", "torchrl")
 """Meta keys worth a warning: a difference can move some counts."""
 GATE_WARNED_KEYS = ("call_pricing",)
@@ -227,7 +229,7 @@ def count_differences(
         >>> count_differences({"valgrind": "3.22"}, {"valgrind": "3.19"})
         Traceback (most recent call last):
         ...
-        rlpace.bench.errors.EnvironmentMismatchError: count files from different environments: valgrind: head '3.22', base '3.19'; expected the same Valgrind, interpreter, architecture, cache settings, allocator and call pricing on both sides; fix: count both revisions on one machine and toolchain, or pass --allow-mismatch to compare anyway
+        rlpace.bench.errors.EnvironmentMismatchError: count files from different environments: valgrind: head '3.22', base '3.19'; expected the same Valgrind, interpreter, architecture, cache settings, allocator, call pricing and matrix kernels on both sides; fix: count both revisions on one machine and toolchain, or pass --allow-mismatch to compare anyway
     """
     lenient = GATE_WARNED_KEYS if gates else ()
     refused = [
@@ -249,7 +251,7 @@ def count_differences(
             "count files from different environments: "
             + "; ".join(refused)
             + "; expected the same Valgrind, interpreter, architecture, cache settings, "
-            "allocator and call pricing on both sides; fix: count both revisions on one machine and toolchain, or pass "
+            "allocator, call pricing and matrix kernels on both sides; fix: count both revisions on one machine and toolchain, or pass "
             "--allow-mismatch to compare anyway"
         )
     return [f"{r} (compared anyway)" for r in refused] + warned

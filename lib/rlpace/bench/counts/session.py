@@ -72,6 +72,16 @@ batch on a rayon thread pool unless told not to, and its idle workers spin for a
 as the scheduler lets them: under load, ``llm_env_reset_step[rlpace-from_text-128-*]``
 counted up to 0.95 % more, 60 M instructions of it in rayon's ``wait_until_cold``."""
 
+KERNEL_ENV = {"MKL_ENABLE_INSTRUCTIONS": "SSE4_2", "ONEDNN_MAX_CPU_ISA": "SSE41"}
+"""The matrix kernels of the counting process: MKL's and oneDNN's SSE4.2 code paths.
+Valgrind emulates AVX2's fused multiply-adds one lane at a time, so MKL's AVX2 GEMMs
+ran about 1000 times slower than natively (a 256x256 linear layer on 256 rows:
+0.49 s; one SAC gradient step: 14 s, against 0.2 s on the SSE4.2 kernels). Counted on
+both sides alike; recorded in every count file as ``kernels``."""
+
+KERNELS = "mkl-sse4_2+onednn-sse41"
+"""The label of :data:`KERNEL_ENV` in count files (``meta["kernels"]``)."""
+
 
 class CountStopped(RuntimeError):
     """The counting was stopped before it finished (``count_tree(stop=...)``, or Ctrl-C
@@ -425,6 +435,7 @@ def _child_env(
         "PYTHONPATH": os.pathsep.join(p for p in (str(tree / "lib"), rest) if p),
         **(environ or {}),
         **DETERMINISTIC_ENV,
+        **KERNEL_ENV,
         **(allocator or {}),
         **({"TMPDIR": str(scratch)} if scratch is not None else {}),
     }
@@ -545,6 +556,7 @@ def _meta(
         "cache": " ".join(CACHE_GEOMETRY),
         "calls": settings.calls,
         "call_pricing": PRICING,
+        "kernels": KERNELS,
         "aslr_off": tools.setarch is not None,
         "allocator": tools.allocator.identity,
         "commit": _commit(tree),
