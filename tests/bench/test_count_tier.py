@@ -451,8 +451,9 @@ def test_a_preloaded_allocator_reaches_the_counting_process(monkeypatch, tmp_pat
 
 
 def test_a_small_count_regression_not_repeated_alone_is_dropped(monkeypatch, tmp_path):
-    """Regressions under 3 % are counted again, those cases alone on both sides; one the
-    lone counts do not repeat is dropped with both figures, the others stand."""
+    """Regressions and improvements under 3 % are counted again, those cases alone on
+    both sides; one the lone counts do not repeat is dropped with both figures, the
+    others stand."""
     from rlpace.bench.counts import tier as tier_module
     from rlpace.bench.counts.verdict import CountChange
 
@@ -461,6 +462,9 @@ def test_a_small_count_regression_not_repeated_alone_is_dropped(monkeypatch, tmp
         CountChange("b", "regression", instructions_change=0.02, gate=0.01),
         CountChange("c", "regression", instructions_change=0.12, gate=0.01),
         CountChange("d", "same", instructions_change=0.001, gate=0.01),
+        CountChange("e", "improvement", instructions_change=-0.017, gate=0.01),
+        CountChange("f", "improvement", instructions_change=-0.018, gate=0.01),
+        CountChange("g", "improvement", instructions_change=-0.2, gate=0.01),
     ]
     seen = {}
 
@@ -474,6 +478,8 @@ def test_a_small_count_regression_not_repeated_alone_is_dropped(monkeypatch, tmp
         return [
             CountChange("a", "same", instructions_change=0.001, gate=0.01),
             CountChange("b", "regression", instructions_change=0.021, gate=0.01),
+            CountChange("e", "same", instructions_change=0.0, gate=0.01),
+            CountChange("f", "improvement", instructions_change=-0.018, gate=0.01),
         ]
 
     monkeypatch.setattr(tier_module, "count_trees", count_alone)
@@ -484,13 +490,17 @@ def test_a_small_count_regression_not_repeated_alone_is_dropped(monkeypatch, tmp
     kept, recounted = tier_module._recount_small(
         changes, jobs, CountSettings(keyword="not torchrl"), None, judge
     )
-    assert recounted == ("a", "b") and seen["ids"] == ("a", "b")
+    assert recounted == ("a", "b", "e", "f") and seen["ids"] == ("a", "b", "e", "f")
     assert seen["select"] == () and seen["keyword"] is None
     assert [o.parent.name for o in seen["outputs"]] == ["alone", "alone"]
     verdicts = {c.test_id: c for c in kept}
     assert verdicts["a"].verdict == "same"
     assert "other cases +1.50%, alone +0.10% (gate 1.00%)" in verdicts["a"].reason
     assert [verdicts[t].verdict for t in "bcd"] == ["regression", "regression", "same"]
+    assert verdicts["e"].verdict == "same" and "other cases -1.70%, alone +0.00%" in (
+        verdicts["e"].reason
+    )
+    assert [verdicts[t].verdict for t in "fg"] == ["improvement", "improvement"]
 
     def unavailable(jobs, *, settings, on_case=None):
         raise CountUnavailable("valgrind vanished")
@@ -773,7 +783,7 @@ def test_the_comment_shows_count_and_time_side_by_side_and_why():
     )  # fmt: skip
     recounted = CountTier(changes=(dropped,), wall_s=90, recounted=("a",))
     text = render_report({"cpu": apply_count_tier(timing, recounted)}, title="PR")
-    assert "_1 count regression under 3 % counted again, each case alone on both sides" in text
+    assert "_1 count change under 3 % counted again, each case alone on both sides" in text
     assert "1 not repeated, dropped._" in text
     assert "- a: counted among the other cases +1.47%, alone +0.21% (gate 1.00%)" in text
     off = apply_count_tier(timing, CountTier(unavailable="valgrind is not installed"))
