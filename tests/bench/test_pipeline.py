@@ -628,8 +628,9 @@ def test_pr_judges_counted_cases_by_counts_and_times_them_once_a_side(tmp_path, 
     computes = rows["test_computes"]
     assert computes["verdict"] == "worsened" and computes["count_verdict"] == "regression"
     assert 1.0 < computes["count_change_pct"] < 15.0
-    # the clock cannot see a few percent at 25 %: the row says the counts decided
-    assert computes["count_note"].startswith("count regression")
+    # the counts decided; the one duet of its clock usually misses a few percent at
+    # 25 %, but a busy machine can swing it past that (then both are named)
+    assert computes["count_note"].startswith(("count regression", "count and time regression"))
     assert rows["test_untouched"]["count_verdict"] == "same"
     assert rows["test_untouched"]["verdict"] != "worsened"
     assert rows["test_on_the_clock"]["count_verdict"] == "not-counted"
