@@ -79,8 +79,9 @@ ran about 1000 times slower than natively (a 256x256 linear layer on 256 rows:
 0.49 s; one SAC gradient step: 14 s, against 0.2 s on the SSE4.2 kernels). Counted on
 both sides alike; recorded in every count file as ``kernels``."""
 
-KERNELS = "mkl-sse4_2+onednn-sse41"
-"""The label of :data:`KERNEL_ENV` in count files (``meta["kernels"]``)."""
+KERNELS = " ".join(f"{name}={value}" for name, value in KERNEL_ENV.items())
+""":data:`KERNEL_ENV` as count files record it (``meta["kernels"]``), made from it so
+the two cannot disagree."""
 
 
 class CountStopped(RuntimeError):
