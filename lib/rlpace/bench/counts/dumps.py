@@ -36,6 +36,11 @@ from pathlib import Path
 __all__ = ["Dump", "estimated_cycles", "inclusive_costs", "read_dump", "read_dumps"]
 
 TRIGGER_PREFIX = "desc: Trigger: Client Request: "
+WARM_TRIGGER = "rlpace-warm-up"
+"""The trigger of the dump that ends a case's cache-warming call: a throwaway, deleted
+by the counting process and never read as a case (``CALLGRIND_ZERO_STATS`` after an
+instrumented call left part of that call's costs in the next dump's cost lines; a dump
+resets them all)."""
 _HEADER_LINES = 64
 _TAIL_BYTES = 4096
 _ANNOTATE_ROW = re.compile(r"^\s*([\d,]+)\s+\(\s*[\d.]+%\)\s+(\S.*?)(?:\s+\[[^\]]*\])?\s*$")
@@ -138,7 +143,8 @@ def read_dump(path: Path) -> Dump | None:
 
 
 def read_dumps(folder: Path) -> dict[str, Dump]:
-    """Every client-request dump under ``folder``, by trigger (the last dump wins).
+    """Every client-request dump under ``folder``, by trigger (the last dump wins; a
+    :data:`WARM_TRIGGER` dump left behind is not a case).
 
     Example:
         >>> read_dumps(Path("no-such-folder"))
@@ -148,7 +154,7 @@ def read_dumps(folder: Path) -> dict[str, Dump]:
     paths = sorted(Path(folder).glob("cg.*"), key=lambda p: p.stat().st_mtime_ns)
     for path in paths:
         dump = read_dump(path)
-        if dump is not None:
+        if dump is not None and dump.trigger != WARM_TRIGGER:
             found[dump.trigger] = dump
     return found
 

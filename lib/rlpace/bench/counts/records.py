@@ -60,16 +60,18 @@ REFUSED_KEYS = (
     "allocator",
     "call_pricing",
     "kernels",
+    "warm_up",
 )
 """Meta keys that must match: a difference changes every count (``kernels``: the
-matrix kernels the counting process chose, those of every case with a GEMM)."""
+matrix kernels the counting process chose, those of every case with a GEMM;
+``warm_up``: how the warm-up call was kept out of the count)."""
 WARNED_KEYS = ("cpu", "host", "torch", "numpy", "tensordict", "torchrl")
 """Meta keys worth a warning: a difference can move some counts."""
-GATE_WARNED_KEYS = ("call_pricing",)
+GATE_WARNED_KEYS = ("call_pricing", "warm_up")
 """Refused between two count files but only warned about against a gate file: counts
 that charge the allocator and the type cache what they really did (no
-``call_pricing``) spread wider, so gates read that way are wider than needed, never
-narrower."""
+``call_pricing``), or that kept part of the warm-up call (no ``warm_up``), spread
+wider, so gates read that way are wider than needed, never narrower."""
 
 
 @dataclass(frozen=True)
@@ -229,7 +231,7 @@ def count_differences(
         >>> count_differences({"valgrind": "3.22"}, {"valgrind": "3.19"})
         Traceback (most recent call last):
         ...
-        rlpace.bench.errors.EnvironmentMismatchError: count files from different environments: valgrind: head '3.22', base '3.19'; expected the same Valgrind, interpreter, architecture, cache settings, allocator, call pricing and matrix kernels on both sides; fix: count both revisions on one machine and toolchain, or pass --allow-mismatch to compare anyway
+        rlpace.bench.errors.EnvironmentMismatchError: count files from different environments: valgrind: head '3.22', base '3.19'; expected the same Valgrind, interpreter, architecture, cache settings, allocator, call pricing, matrix kernels and warm-up on both sides; fix: count both revisions on one machine and toolchain, or pass --allow-mismatch to compare anyway
     """
     lenient = GATE_WARNED_KEYS if gates else ()
     refused = [
@@ -251,7 +253,7 @@ def count_differences(
             "count files from different environments: "
             + "; ".join(refused)
             + "; expected the same Valgrind, interpreter, architecture, cache settings, "
-            "allocator, call pricing and matrix kernels on both sides; fix: count both revisions on one machine and toolchain, or pass "
+            "allocator, call pricing, matrix kernels and warm-up on both sides; fix: count both revisions on one machine and toolchain, or pass "
             "--allow-mismatch to compare anyway"
         )
     return [f"{r} (compared anyway)" for r in refused] + warned

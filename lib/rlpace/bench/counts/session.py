@@ -37,7 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from rlpace.bench.counts.dumps import estimated_cycles, read_dumps
+from rlpace.bench.counts.dumps import WARM_TRIGGER, estimated_cycles, read_dumps
 from rlpace.bench.counts.pricing import PRICING, priced_calls, priced_events
 from rlpace.bench.counts.records import CaseCount, CountRun, write_counts
 from rlpace.bench.counts.toolchain import CountUnavailable, Toolchain, find_toolchain
@@ -82,6 +82,13 @@ both sides alike; recorded in every count file as ``kernels``."""
 KERNELS = " ".join(f"{name}={value}" for name, value in KERNEL_ENV.items())
 """:data:`KERNEL_ENV` as count files record it (``meta["kernels"]``), made from it so
 the two cannot disagree."""
+
+WARM_UP = f"own dump ({WARM_TRIGGER})"
+"""How a counted call's warm-up stays out of its count, as count files record it
+(``meta["warm_up"]``): the warm-up call ends in a dump of its own, thrown away. Count
+files without it come from a counting process that cleared the warm-up's costs with
+``CALLGRIND_ZERO_STATS``, which left part of them in the measured dump (1-3 % of a
+short case): they are refused beside these, and gates read that way only warned about."""
 
 
 class CountStopped(RuntimeError):
@@ -472,6 +479,8 @@ def _spec(
         "suite_dir": str(suite),
         "shim": shim,
         "progress": str(paths.progress),
+        "dumps": str(paths.spec.parent),
+        "warm_trigger": WARM_TRIGGER,
         "select": list(settings.select),
         "ids": list(settings.ids),
         "keyword": settings.keyword,
@@ -558,6 +567,7 @@ def _meta(
         "calls": settings.calls,
         "call_pricing": PRICING,
         "kernels": KERNELS,
+        "warm_up": WARM_UP,
         "aslr_off": tools.setarch is not None,
         "allocator": tools.allocator.identity,
         "commit": _commit(tree),
