@@ -62,9 +62,7 @@ RECOUNT_BELOW = 0.03
 instructions) are counted again alone. In a real pull request (finite checks in the
 rollout loop and the inference server) an untouched LLM-env case moved +1.47 % against
 a 1 % gate, its A/A counts within 0.05 %: the change had altered what ran before it in
-the process. And ``collector_single[rlpace-cartpole]`` counted 1.7 % more in one A/A
-process and 1.7 % less in another (2 of 18), with some bytecode of the first left
-unspecialised by CPython's adaptive interpreter. The history effects measured so far
+the process. The history effects measured so far
 stayed under 2.5 % (a suite built to fragment the heap), so a change of 3 % or more is
 not counted again."""
 
