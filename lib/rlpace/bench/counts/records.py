@@ -231,7 +231,7 @@ def count_differences(
         >>> count_differences({"valgrind": "3.22"}, {"valgrind": "3.19"})
         Traceback (most recent call last):
         ...
-        rlpace.bench.errors.EnvironmentMismatchError: count files from different environments: valgrind: head '3.22', base '3.19'; expected the same Valgrind, interpreter, architecture, cache settings, allocator, call pricing, matrix kernels and warm-up on both sides; fix: count both revisions on one machine and toolchain, or pass --allow-mismatch to compare anyway
+        rlpace.bench.errors.EnvironmentMismatchError: count files from different environments: valgrind: head '3.22', base '3.19'; expected the same Valgrind, interpreter, architecture, cache settings, allocator, call pricing, matrix kernels and warm-up on both sides; fix: count both revisions on one machine, toolchain and rlpace-bench version, or pass --allow-mismatch to compare anyway
     """
     lenient = GATE_WARNED_KEYS if gates else ()
     refused = [
@@ -253,7 +253,7 @@ def count_differences(
             "count files from different environments: "
             + "; ".join(refused)
             + "; expected the same Valgrind, interpreter, architecture, cache settings, "
-            "allocator, call pricing, matrix kernels and warm-up on both sides; fix: count both revisions on one machine and toolchain, or pass "
+            "allocator, call pricing, matrix kernels and warm-up on both sides; fix: count both revisions on one machine, toolchain and rlpace-bench version, or pass "
             "--allow-mismatch to compare anyway"
         )
     return [f"{r} (compared anyway)" for r in refused] + warned
