@@ -28,9 +28,10 @@ global random generators are seeded and, with the garbage collector off,
 instrumentation on, one call warms the simulated caches and is dumped apart
 (``CALLGRIND_DUMP_STATS_AT(rlpace-warm-up)``, that dump deleted; a call of a second or
 more runs plain instead, before instrumentation starts and ``CALLGRIND_ZERO_STATS``:
-under any load the measured call is the same call of the case), ``calls`` measured calls (the case's ``Timed.count_calls``
-when it sets one), ``CALLGRIND_DUMP_STATS_AT(<id>)`` and instrumentation off; the
-``done`` event says how many calls the dump holds. The parent reads the dump whose
+under any load the measured call is the same call of the case), ``calls`` measured
+calls (the case's ``Timed.count_calls`` when it sets one),
+``CALLGRIND_DUMP_STATS_AT(<id>)`` and instrumentation off; the ``done`` event says how
+many calls the dump holds. The parent reads the dump whose
 trigger names the case.
 """
 
