@@ -920,6 +920,22 @@ def test_a_dump_whose_instruction_counter_wrapped_is_not_a_count(tmp_path):
     assert totals.instructions == 4321.0 and totals.wrapped == ()
 
 
+def test_a_warm_up_dump_left_behind_is_never_read_as_a_case(tmp_path):
+    """The counting process deletes each warm-up's throwaway dump; one it could not
+    delete (or a case named like it) is skipped, and the case's own dump is read."""
+    dumps = tmp_path / "run.dumps"
+    dumps.mkdir()
+    header = (
+        "desc: Trigger: Client Request: {id}\nevents: Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw\n"
+        "summary: {ir} 10 10 1 1 1 1 1 1\n"
+    )
+    (dumps / "cg.1.1").write_text(header.format(id=WARM_TRIGGER, ir=999))
+    (dumps / "cg.1.2").write_text(header.format(id="test_x", ir=1000))
+    (dumps / "cg.1.3").write_text(header.format(id=WARM_TRIGGER, ir=998))
+    found = read_dumps(dumps)
+    assert set(found) == {"test_x"} and found["test_x"].instructions == 1000.0
+
+
 PRICED_DUMP = """events: Ir Dr
 fl=(1) /src/app.c
 fn=(1) work
