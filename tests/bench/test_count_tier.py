@@ -1087,8 +1087,8 @@ def test_the_measured_call_is_the_same_call_however_slow_the_machine(tmp_path):
     """A loaded machine slows the plain calls; past a second, the call that warms the
     simulated caches runs plain, but it runs, and a short one's costs are dumped apart
     and thrown away. Zeroed instead, they left part of themselves in the measured dump
-    (here +2.3 %), so ``collector_single[rlpace-cartpole]``, whose call a loaded machine
-    pushed past a second, counted 1.7 % fewer instructions in 2 of 18 A/A processes.
+    (here +2.3 %), so ``collector_single[rlpace-cartpole]``, whose call lasts about a
+    second under Valgrind, counted 1.7 % apart in 2 of 18 A/A processes.
     Here each call does more work than the one before, and one run's last plain call is
     slowed past a second."""
     source = (
