@@ -668,18 +668,20 @@ def test_exact_ids_choose_that_case_and_not_a_longer_one(tmp_path):
     assert [c.test_id for c in run.cases] == ["test_add", "test_add_inplace"]
 
 
-def _count_probe(tmp_path: Path, source: str) -> tuple[CountRun, str]:
-    """Count a one-file suite whose case writes what it saw to ``$SEEN``; the run and
-    that text."""
+def _count_probe(
+    tmp_path: Path, source: str, environ: dict[str, str] | None = None
+) -> tuple[CountRun, str]:
+    """Count a one-file suite under ``tmp_path`` (extra ``environ`` for the counting
+    process) whose case may write what it saw to ``$SEEN``; the run and that text."""
     suite = tmp_path / "tree" / "tests" / "benchmarks"
     suite.mkdir(parents=True)
     (suite / "test_probe.py").write_text(source, "utf-8")
     seen = tmp_path / "seen.txt"
     run = count_tree(
-        tmp_path / "tree", tmp_path / "head.json", environ={"SEEN": str(seen)},
+        tmp_path / "tree", tmp_path / "head.json", environ={"SEEN": str(seen), **(environ or {})},
         settings=CountSettings(python_calls=0),
     )  # fmt: skip
-    return run, seen.read_text()
+    return run, seen.read_text() if seen.is_file() else ""
 
 
 @needs_valgrind
@@ -1064,13 +1066,7 @@ def test_two_heap_histories_give_one_count(tmp_path):
     )
     cases = []
     for holes in (0, 3000):
-        suite = tmp_path / f"h{holes}" / "tree" / "tests" / "benchmarks"
-        suite.mkdir(parents=True)
-        (suite / "test_probe.py").write_text(source, "utf-8")
-        run = count_tree(
-            suite.parents[1], tmp_path / f"h{holes}" / "head.json",
-            environ={"HOLES": str(holes)}, settings=CountSettings(python_calls=0),
-        )  # fmt: skip
+        run, _ = _count_probe(tmp_path / f"h{holes}", source, {"HOLES": str(holes)})
         cases.append(run.by_id()["test_alloc"])
         assert run.meta["call_pricing"] == PRICING
     quiet, holed = cases
@@ -1104,13 +1100,7 @@ def test_the_measured_call_is_the_same_call_however_slow_the_machine(tmp_path):
     )
     cases = []
     for slow in ("0", "1"):
-        suite = tmp_path / f"s{slow}" / "tree" / "tests" / "benchmarks"
-        suite.mkdir(parents=True)
-        (suite / "test_probe.py").write_text(source, "utf-8")
-        run = count_tree(
-            suite.parents[1], tmp_path / f"s{slow}" / "head.json",
-            environ={"SLOW": slow}, settings=CountSettings(python_calls=0),
-        )  # fmt: skip
+        run, _ = _count_probe(tmp_path / f"s{slow}", source, {"SLOW": slow})
         cases.append(run.by_id()["test_grows"])
     quick, slowed = cases
     assert quick.counted and slowed.counted, (quick.reason, slowed.reason)
