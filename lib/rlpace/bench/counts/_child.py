@@ -274,7 +274,6 @@ def _count_one(c, params: dict, test_id: str, spec: dict, shim, skip_case) -> di
         # plain and counted 1.7 % fewer instructions. A long call's cold misses are a
         # negligible share of it and its instrumented call costs minutes: it runs plain
         warm_caches = seconds < float(spec.get("warm_cache_below_s", 1.0))
-        warm_trigger = str(spec.get("warm_trigger") or "rlpace-warm-up")
         gc.collect()
         _reseed()  # the same random draws in every count of this case, base and head alike
         gc.disable()
@@ -282,7 +281,7 @@ def _count_one(c, params: dict, test_id: str, spec: dict, shim, skip_case) -> di
             if warm_caches:
                 shim.rlpace_start_instrumentation()
                 fn()
-                shim.rlpace_dump_stats_at(warm_trigger.encode())
+                shim.rlpace_dump_stats_at(spec["warm_trigger"].encode())
             else:
                 fn()
                 shim.rlpace_start_instrumentation()
@@ -293,26 +292,30 @@ def _count_one(c, params: dict, test_id: str, spec: dict, shim, skip_case) -> di
             shim.rlpace_stop_instrumentation()
         finally:
             gc.enable()
-        if warm_caches:
-            _drop_dump(spec.get("dumps"), warm_trigger)  # after: its reads are not counted
+        if warm_caches:  # after instrumentation stopped: these reads are not counted
+            _drop_warm_dump(Path(spec["dumps"]), spec["warm_header"])
         return {"status": "counted", "reason": "", "busy_share": share, "calls": calls}
     finally:
         if timed.teardown is not None:
             timed.teardown()
 
 
-def _drop_dump(folder: str | None, trigger: str) -> None:
-    """Delete this process's dumps whose trigger is ``trigger`` (the warm-up's)."""
-    if not folder:
-        return
-    for path in Path(folder).glob(f"cg.{os.getpid()}.*"):
+def _drop_warm_dump(folder: Path, header_line: str) -> None:
+    """Delete the warm-up's dump: of this process's two newest dumps (Callgrind numbers
+    them ``cg.<pid>.<n>``), the one whose header holds ``header_line``, the warm-up's
+    trigger line as the parent spells it."""
+    numbered = []
+    for path in folder.glob(f"cg.{os.getpid()}.*"):
+        suffix = path.name.rsplit(".", 1)[-1]
+        if suffix.isdigit():
+            numbered.append((int(suffix), path))
+    for _, path in sorted(numbered)[-2:]:
         try:
             with path.open("rb") as fh:
-                head = fh.read(4096).decode("utf-8", errors="replace")
-            if f"Trigger: Client Request: {trigger}\n" in head:
-                path.unlink()
+                if header_line in fh.read(4096).decode("utf-8", errors="replace"):
+                    path.unlink()
         except OSError:
-            pass  # the parent skips a warm-up dump it finds
+            pass  # the parent's reader skips a warm-up dump left behind
 
 
 def _reseed(seed: int = 0) -> None:

@@ -37,7 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from rlpace.bench.counts.dumps import WARM_TRIGGER, estimated_cycles, read_dumps
+from rlpace.bench.counts.dumps import TRIGGER_PREFIX, WARM_TRIGGER, estimated_cycles, read_dumps
 from rlpace.bench.counts.pricing import PRICING, priced_calls, priced_events
 from rlpace.bench.counts.records import CaseCount, CountRun, write_counts
 from rlpace.bench.counts.toolchain import CountUnavailable, Toolchain, find_toolchain
@@ -481,6 +481,7 @@ def _spec(
         "progress": str(paths.progress),
         "dumps": str(paths.spec.parent),
         "warm_trigger": WARM_TRIGGER,
+        "warm_header": f"{TRIGGER_PREFIX}{WARM_TRIGGER}\n",
         "select": list(settings.select),
         "ids": list(settings.ids),
         "keyword": settings.keyword,

@@ -62,9 +62,8 @@ RECOUNT_BELOW = 0.03
 instructions) are counted again alone. In a real pull request (finite checks in the
 rollout loop and the inference server) an untouched LLM-env case moved +1.47 % against
 a 1 % gate, its A/A counts within 0.05 %: the change had altered what ran before it in
-the process. The history effects measured so far
-stayed under 2.5 % (a suite built to fragment the heap), so a change of 3 % or more is
-not counted again."""
+the process. The history effects measured so far stayed under 2.5 % (a suite built to
+fragment the heap), so a change of 3 % or more is not counted again."""
 
 
 @dataclass(frozen=True)
