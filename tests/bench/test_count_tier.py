@@ -892,6 +892,13 @@ def test_ctrl_c_ends_side_by_side_counting_at_once(tmp_path, find_processes, sur
     assert not list(tmp_path.glob("*.json"))
 
 
+_DUMP_HEADER = (
+    "desc: Trigger: Client Request: {id}\nevents: Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw\n"
+    "summary: {ir} 10 10 1 1 1 {ilmr} 1 1\n"
+)
+"""The header of a dump as Callgrind writes it, with its trigger, Ir and ILmr to fill."""
+
+
 def test_a_dump_whose_instruction_counter_wrapped_is_not_a_count(tmp_path):
     """A dump without a ``totals:`` line falls back to its summary; an ``Ir`` that wrapped
     below zero there is never a count of 0, and a wrapped miss counter reads 0."""
@@ -899,10 +906,7 @@ def test_a_dump_whose_instruction_counter_wrapped_is_not_a_count(tmp_path):
 
     dumps = tmp_path / "run.dumps"
     dumps.mkdir()
-    header = (
-        "desc: Trigger: Client Request: {id}\nevents: Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw\n"
-        "summary: {ir} 10 10 1 1 1 {ilmr} 1 1\n"
-    )
+    header = _DUMP_HEADER
     (dumps / "cg.1.1").write_text(header.format(id="t_thread", ir=2**64 - 5, ilmr=1))
     (dumps / "cg.1.2").write_text(header.format(id="t_plain", ir=1000, ilmr=2**64 - 2))
     found = read_dumps(dumps)
@@ -927,13 +931,9 @@ def test_a_warm_up_dump_left_behind_is_never_read_as_a_case(tmp_path):
     delete (or a case named like it) is skipped, and the case's own dump is read."""
     dumps = tmp_path / "run.dumps"
     dumps.mkdir()
-    header = (
-        "desc: Trigger: Client Request: {id}\nevents: Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw\n"
-        "summary: {ir} 10 10 1 1 1 1 1 1\n"
-    )
-    (dumps / "cg.1.1").write_text(header.format(id=WARM_TRIGGER, ir=999))
-    (dumps / "cg.1.2").write_text(header.format(id="test_x", ir=1000))
-    (dumps / "cg.1.3").write_text(header.format(id=WARM_TRIGGER, ir=998))
+    (dumps / "cg.1.1").write_text(_DUMP_HEADER.format(id=WARM_TRIGGER, ir=999, ilmr=1))
+    (dumps / "cg.1.2").write_text(_DUMP_HEADER.format(id="test_x", ir=1000, ilmr=1))
+    (dumps / "cg.1.3").write_text(_DUMP_HEADER.format(id=WARM_TRIGGER, ir=998, ilmr=1))
     found = read_dumps(dumps)
     assert set(found) == {"test_x"} and found["test_x"].instructions == 1000.0
 
