@@ -66,7 +66,12 @@ class ComparisonWarning:
 
 
 def _short(commit: Any) -> str | None:
-    return commit[:7] if isinstance(commit, str) and commit else None
+    """A git sha's first 7 digits; anything else (pytest-benchmark writes
+    ``unversioned`` outside a git checkout) as it is, at most 40 characters."""
+    if not isinstance(commit, str) or not commit:
+        return None
+    is_sha = len(commit) >= 7 and all(c in "0123456789abcdef" for c in commit.lower())
+    return commit[:7] if is_sha else commit[:40]
 
 
 def describe_run(meta: Mapping[str, Any]) -> str:
@@ -77,6 +82,8 @@ def describe_run(meta: Mapping[str, Any]) -> str:
         >>> describe_run({"commit": "0123456789abcdef", "subject": "Speed up x",
         ...               "source": "out/head.json", "machine": "ci-1"})
         '0123456 (Speed up x) · head.json · ci-1'
+        >>> describe_run({"commit": "unversioned", "source": "h1.json"})
+        'unversioned · h1.json'
         >>> describe_run({})
         ''
     """
