@@ -211,6 +211,10 @@ class BenchmarkChange:
     """Estimated cycles per call, ``(head / base - 1) * 100``: positive = slower."""
     count_gate_pct: float | None = None
     """The instruction change (percent) beyond which the count tier flags."""
+    count_detect_pct: float | None = None
+    """The smallest instruction change (percent) sure to clear that gate: the gate plus
+    the case's A/A spread. None in records written before it was kept (the gate then
+    stands in for it)."""
     count_note: str | None = None
     """How counts and time agree, or why the case was not counted."""
     count_causes: Mapping[str, Any] | None = None

@@ -163,7 +163,15 @@ _ROW = {
         "confirmed": {"type": ["boolean", "null"]},
         # the count tier (rlpace.bench.counts.tier.apply_count_tier)
         "count_verdict": {"type": ["string", "null"], "pattern": "^[a-z][a-z-]{0,31}$"},
-        **{k: _NUM for k in ("count_change_pct", "cycles_change_pct", "count_gate_pct")},
+        **{
+            k: _NUM
+            for k in (
+                "count_change_pct",
+                "cycles_change_pct",
+                "count_gate_pct",
+                "count_detect_pct",
+            )
+        },
         "count_note": _text(500, null=True),
         "count_causes": {"anyOf": [{"type": "null"}, _CAUSES]},
     },

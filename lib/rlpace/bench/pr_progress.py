@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from rlpace.bench.pipeline import BaseCheckout, PipelineConfig, ProgressSink, SetOutcome
-from rlpace.bench.render import calibration_text, calibration_warning
+from rlpace.bench.render import calibration_text, calibration_warning, sensitivity_text
 
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Console
@@ -144,6 +144,9 @@ def print_summary(outcomes: Sequence[SetOutcome], console: Console) -> None:
                 f"(noise {_fmt(row.noise_pct)}, detectable {_fmt(row.mdc_pct)})",
                 markup=False,
             )
+        seen = sensitivity_text(outcome.comparison)
+        if seen:
+            console.print(f"  {seen}", markup=False)
         note = outcome.comparison.calibration
         if note:
             console.print(f"  {calibration_text(note)}", markup=False)

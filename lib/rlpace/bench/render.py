@@ -40,6 +40,7 @@ from rlpace.bench.counts.pricing import FAMILIES
 from rlpace.bench.errors import BenchInputError
 from rlpace.bench.markdown_safe import COMMENT_LIMIT, cap, code_span, neutralize
 from rlpace.bench.provenance import comparison_warnings, describe_run
+from rlpace.bench.sensitivity import LEVELS, sensitivity
 
 __all__ = [
     "DEFAULT_TITLE",
@@ -53,6 +54,7 @@ __all__ = [
     "format_ops",
     "paired_text",
     "format_time",
+    "sensitivity_text",
     "render_report",
     "seed_change_cell",
 ]
@@ -160,11 +162,70 @@ def _detectable(row: BenchmarkChange, threshold: float = 0.0) -> str:
     when unknown."""
     if not math.isfinite(row.mdc_pct):
         return "-"
-    mdc = max(row.mdc_pct, threshold)
-    if mdc <= 100:
-        return f"±{mdc:.1f}%"
-    factor = 1 + mdc / 100
+    size = _size(max(row.mdc_pct, threshold))
+    return size if size.startswith(("×", "≥")) else "±" + size
+
+
+def _size(pct: float) -> str:
+    """A change's size: ``7.5%``, beyond +100% a factor ``×3.2``, ``-`` when unknown."""
+    if not math.isfinite(pct):
+        return "-"
+    if pct <= 100:
+        return f"{pct:.1f}%"
+    factor = 1 + pct / 100
     return "≥×1000" if factor >= 1000 else f"×{factor:.1f}"
+
+
+def sensitivity_text(comparison: Comparison) -> str:
+    """The comment's sentence on what the run could see (empty when nothing was
+    compared): how many judged benchmarks would catch a 2, 5 and 10 % slow-down, how
+    many of those on their counts, and what the timed ones need
+    (:func:`rlpace.bench.sensitivity.sensitivity`).
+
+    Example:
+        >>> rows = (
+        ...     BenchmarkChange("t::a", "a", Verdict.UNCHANGED, median_change_pct=0.1,
+        ...                     mdc_pct=30.0, count_verdict="same", count_detect_pct=1.01),
+        ...     BenchmarkChange("t::b", "b", Verdict.UNCHANGED, median_change_pct=2.0, mdc_pct=8.0),
+        ...     BenchmarkChange("t::c", "c", Verdict.UNCHANGED, median_change_pct=-9.0,
+        ...                     mdc_pct=180.0),
+        ...     BenchmarkChange("t::d", "d", Verdict.UNCHANGED, median_change_pct=1.0,
+        ...                     mdc_pct=4.0, impl="torchrl"),
+        ... )
+        >>> print(sensitivity_text(Comparison(rows=rows)))
+        What this run could see: of 3 benchmarks judged (1 torchrl control aside), 1 would catch a 2% slow-down, 1 a 5% one and 2 a 10% one; 1 of them on its instruction counts. The 2 timed ones need 94.0% at the median, c ×2.8.
+    """
+    s = sensitivity(comparison)
+    if not s.judged:
+        return ""
+    aside = f" ({_plural(s.controls, f'{CONTROL_IMPL} control')} aside)" if s.controls else ""
+    low, mid, high = LEVELS
+    text = (
+        f"What this run could see: of {_plural(s.judged, 'benchmark')} judged{aside}, "
+        f"{s.catches(low)} would catch a {low:g}% slow-down, {s.catches(mid)} a {mid:g}% "
+        f"one and {s.catches(high)} a {high:g}% one"
+    )
+    if s.by_counts:
+        counted = s.catches_counted(high)
+        text += f"; {counted} of them on {'its' if counted == 1 else 'their'} instruction counts"
+    text += "."
+    if s.timing:
+        n = len(s.timing)
+        median = s.timing_median_pct
+        if not math.isfinite(median):
+            return text + (
+                f" {'The timed one has' if n == 1 else f'Most of the {n} timed ones have'} no "
+                "detectable change to show (too few rounds or runs, or summary statistics only)."
+            )
+        wide = sorted((item for item in s.timing if math.isfinite(item[1])), key=lambda i: -i[1])
+        widest = ", ".join(
+            f"{escape_markdown(name)} {_size(d)}" for name, d in wide[:2] if d > high
+        )
+        text += (
+            f" The {n} timed {'one needs' if n == 1 else 'ones need'} {_size(median)} at the "
+            "median" + (f", {widest}" if widest else "") + "."
+        )
+    return text
 
 
 def _throughput(row: BenchmarkChange) -> str:
@@ -279,6 +340,7 @@ def _environment():
         calibration_warning=calibration_warning,
         confirmation_text=confirmation_text,
         paired_text=paired_text,
+        sensitivity_text=sensitivity_text,
         code_cell=lambda text: code_span(text).replace("|", "\\|"),
     )
     # what the count tier charges a call into each priced family, for the comment's notes

@@ -363,6 +363,7 @@ def apply_count_tier(comparison: Comparison, tier: CountTier) -> Comparison:
                 count_change_pct=_pct(change.instructions_change),
                 cycles_change_pct=_pct(change.cycles_change),
                 count_gate_pct=_pct(change.gate),
+                count_detect_pct=_pct(change.detectable),
                 count_note=note,
                 count_causes=None
                 if cause is None

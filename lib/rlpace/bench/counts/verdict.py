@@ -202,6 +202,9 @@ class CountChange:
     """``head / base - 1`` of estimated cycles per call."""
     gate: float | None = None
     """The instruction gate the change was judged against."""
+    detectable: float | None = None
+    """The smallest real change sure to clear that gate (:meth:`CountGate.detectable`;
+    the gate itself for a case with no A/A reading)."""
     cycles_gate: float | None = None
     cycles_moved: bool = False
     """Whether estimated cycles moved past their own gate."""
@@ -297,6 +300,7 @@ def compare_counts(
                 head_cycles=hc.cycles,
                 cycles_change=cycles_change,
                 gate=gate,
+                detectable=gate_of.detectable(k, floor) if gate_of else gate,
                 cycles_gate=cycles_gate,
                 cycles_moved=cycles_change is not None and abs(cycles_change) > cycles_gate,
             )
