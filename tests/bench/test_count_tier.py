@@ -1078,38 +1078,55 @@ def test_two_heap_histories_give_one_count(tmp_path):
     assert quiet.calls == 3
 
 
+CYCLES_SAME = 1e-4
+"""Estimated cycles of one probe counted twice with the same warm-up: 5e-6 apart here."""
+COLD_CACHES = 2.5e-4
+"""What a measured call meeting cold simulated caches adds to that probe: 5.2e-4 here."""
+
+
 @needs_valgrind
 def test_the_measured_call_is_the_same_call_however_slow_the_machine(tmp_path):
-    """A loaded machine slows the plain calls; past a second, the call that warms the
-    simulated caches runs plain, but it runs, and a short one's costs are dumped apart
-    and thrown away. Zeroed instead, they left part of themselves in the measured dump
-    (here +2.3 %), so ``collector_single[rlpace-cartpole]``, whose call lasts about a
-    second under Valgrind, counted 1.7 % apart in 2 of 18 A/A processes.
-    Here each call does more work than the one before, and one run's last plain call is
-    slowed past a second."""
+    """A loaded machine slows the plain calls. The call that warms the simulated caches
+    always runs: a short one under instrumentation, its costs dumped apart and thrown
+    away; one whose last plain call took a second of CPU time plain. Zeroed instead, a
+    warm-up left part of itself in the measured dump (here +2.3 %), and when wall time
+    decided, ``collector_single[rlpace-cartpole]``, whose call lasts about a second under
+    Valgrind, counted 1.7 % apart in 2 of 18 A/A processes. Here each call does more
+    work than the one before; one run's last plain call waits 1.2 s (as a loaded
+    machine makes it wait), another's computes for 1.2 s of CPU time."""
     source = (
         "import os, time\nfrom rlpace.bench.suite import Timed, case\n\n\n"
         '@case(timer="cpu")\ndef test_grows():\n'
         "    made = [0]\n\n"
         "    def call():\n"
         "        made[0] += 1\n"
-        '        if made[0] == 3 and os.environ["SLOW"] == "1":\n'
+        "        if made[0] == 3 and os.environ['SLOW'] == 'wait':\n"
         "            time.sleep(1.2)  # the last plain call, as a loaded machine makes it\n"
+        "        if made[0] == 3 and os.environ['SLOW'] == 'compute':\n"
+        "            end = time.process_time() + 1.2\n"
+        "            while time.process_time() < end:\n"
+        "                pass\n"
         "        return sum(range(20_000 * made[0]))  # each call does more than the last\n\n"
         "    return call\n"
     )
-    cases = []
-    for slow in ("0", "1"):
-        run, _ = _count_probe(tmp_path / f"s{slow}", source, {"SLOW": slow})
-        cases.append(run.by_id()["test_grows"])
-    quick, slowed = cases
-    assert quick.counted and slowed.counted, (quick.reason, slowed.reason)
-    left = [read_dump(p) for p in (tmp_path / "s0" / "head.dumps").glob("cg.*")]
+    cases = {}
+    for slow in ("no", "wait", "compute"):
+        run, _ = _count_probe(tmp_path / slow, source, {"SLOW": slow})
+        cases[slow] = run.by_id()["test_grows"]
+    quick, waited, computed = cases["no"], cases["wait"], cases["compute"]
+    assert all(c.counted for c in cases.values()), [c.reason for c in cases.values()]
+    left = [read_dump(p) for p in (tmp_path / "no" / "head.dumps").glob("cg.*")]
     assert "test_grows" in {d.trigger for d in left if d} and WARM_TRIGGER not in {
         d.trigger for d in left if d
     }  # the warm-up's dump was deleted
     # the fourth call would count a fifth less than the fifth
-    assert abs(slowed.instructions / quick.instructions - 1) < 0.001
+    for other in (waited, computed):
+        assert abs(other.instructions / quick.instructions - 1) < 0.001
+    # waiting decided nothing: the same protocol, the same warm caches, to the cycle
+    # within the spread of a count; computing for a second ran the warm-up plain, and
+    # the measured call met cold caches
+    assert abs(waited.cycles / quick.cycles - 1) < CYCLES_SAME
+    assert computed.cycles / quick.cycles - 1 > COLD_CACHES
 
 
 def test_aa_widened_with_a_missing_or_foreign_file_says_so_and_writes_nothing(tmp_path, capsys):

@@ -75,8 +75,9 @@ def _voluntary_switches() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw
 
 
-def _busy_share(fn) -> tuple[float | None, float]:
-    """(share of one call's wall time spent computing, its wall time in seconds).
+def _busy_share(fn) -> tuple[float | None, float, float]:
+    """(share of one call's wall time spent computing, its wall time and its CPU time
+    in seconds).
 
     A call during which no thread of the process gave up its CPU of its own accord (no
     voluntary context switch: no sleep, no wait for I/O, a lock, a pipe or another
@@ -95,13 +96,13 @@ def _busy_share(fn) -> tuple[float | None, float]:
     fn()
     w1, c1, q1 = time.perf_counter(), time.process_time(), _run_delay()
     s1 = _voluntary_switches()
-    raw = w1 - w0
+    raw, cpu = w1 - w0, c1 - c0
     if s1 == s0 or raw <= 1e-4:
-        return 1.0, raw
+        return 1.0, raw, cpu
     queued = (q1 - q0) / 1e9
     if queued > 0.5 * raw:
-        return None, raw
-    return min(1.0, (c1 - c0) / (raw - queued)), raw
+        return None, raw, cpu
+    return min(1.0, cpu / (raw - queued)), raw, cpu
 
 
 def _matches(test_id: str, patterns: list[str]) -> bool:
@@ -247,9 +248,9 @@ def _count_one(c, params: dict, test_id: str, spec: dict, shim, skip_case) -> di
         # is the median clear reading (the first call also pays Valgrind's translation
         # of new code, which reads as computing); none clear (a machine so loaded that
         # every call mostly queued): trust the case's declaration
-        readings, seconds = [], 0.0
+        readings, cpu_seconds = [], 0.0
         for _ in range(max(1, int(spec["warmup"])) + 1):
-            reading, seconds = _busy_share(fn)
+            reading, _, cpu_seconds = _busy_share(fn)
             if reading is not None:
                 readings.append(reading)
         share = statistics.median(readings) if readings else 1.0
@@ -272,8 +273,10 @@ def _count_one(c, params: dict, test_id: str, spec: dict, shim, skip_case) -> di
         # lines (2.3 % of a sum over a range), and when a loaded machine made
         # collector_single[rlpace-cartpole]'s call last past a second, the call ran
         # plain and counted 1.7 % fewer instructions. A long call's cold misses are a
-        # negligible share of it and its instrumented call costs minutes: it runs plain
-        warm_caches = seconds < float(spec.get("warm_cache_below_s", 1.0))
+        # negligible share of it and its instrumented call costs minutes: it runs plain.
+        # Long by the last plain call's CPU time, which a loaded machine barely moves
+        # (its wall time it multiplies): waiting decides nothing
+        warm_caches = cpu_seconds < float(spec.get("warm_cache_below_s", 1.0))
         gc.collect()
         _reseed()  # the same random draws in every count of this case, base and head alike
         gc.disable()
