@@ -96,6 +96,8 @@ def test_rows_that_could_tell_nothing_are_said_so_and_names_are_escaped():
     rows = (_row("[link](https://e.vil)", mdc=250.0), _row("b", mdc=8.0), _row("c", mdc=40.0))
     line = sensitivity_text(Comparison(rows=rows))
     assert line.endswith("need 40.0% at the median, \\[link](https:\u200b//e.vil) ×3.5, c 40.0%.")
+    plain = sensitivity_text(Comparison(rows=rows), markdown=False)  # pr's terminal summary
+    assert plain.endswith("need 40.0% at the median, [link](https://e.vil) ×3.5, c 40.0%.")
     one_round = Comparison(rows=(_row("a"), _row("b"), _row("c", mdc=8.0)))
     assert sensitivity_text(one_round).endswith(
         "Most of the 3 timed ones have no detectable change to show (too few rounds or runs, "

@@ -144,7 +144,7 @@ def print_summary(outcomes: Sequence[SetOutcome], console: Console) -> None:
                 f"(noise {_fmt(row.noise_pct)}, detectable {_fmt(row.mdc_pct)})",
                 markup=False,
             )
-        seen = sensitivity_text(outcome.comparison)
+        seen = sensitivity_text(outcome.comparison, markdown=False)
         if seen:
             console.print(f"  {seen}", markup=False)
         note = outcome.comparison.calibration

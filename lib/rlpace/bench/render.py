@@ -176,11 +176,12 @@ def _size(pct: float) -> str:
     return "≥×1000" if factor >= 1000 else f"×{factor:.1f}"
 
 
-def sensitivity_text(comparison: Comparison) -> str:
+def sensitivity_text(comparison: Comparison, *, markdown: bool = True) -> str:
     """The comment's sentence on what the run could see (empty when nothing was
     compared): how many judged benchmarks would catch a 2, 5 and 10 % slow-down, how
     many of those on their counts, and what the timed ones need
-    (:func:`rlpace.bench.sensitivity.sensitivity`).
+    (:func:`rlpace.bench.sensitivity.sensitivity`). Names are escaped for markdown,
+    or left as they are with ``markdown=False`` (a terminal).
 
     Example:
         >>> rows = (
@@ -218,9 +219,8 @@ def sensitivity_text(comparison: Comparison) -> str:
                 "detectable change to show (too few rounds or runs, or summary statistics only)."
             )
         wide = sorted((item for item in s.timing if math.isfinite(item[1])), key=lambda i: -i[1])
-        widest = ", ".join(
-            f"{escape_markdown(name)} {_size(d)}" for name, d in wide[:2] if d > high
-        )
+        shown = escape_markdown if markdown else str
+        widest = ", ".join(f"{shown(name)} {_size(d)}" for name, d in wide[:2] if d > high)
         text += (
             f" The {n} timed {'one needs' if n == 1 else 'ones need'} {_size(median)} at the "
             "median" + (f", {widest}" if widest else "") + "."
