@@ -93,30 +93,56 @@ class Sensitivity:
 
     @property
     def judged(self) -> int:
-        """Benchmarks measured on both sides, the controls aside."""
+        """Benchmarks measured on both sides, the controls aside.
+
+        Example:
+            >>> Sensitivity(5.0, timing=(("a", 9.0),), counts=(("b", 1.0),)).judged
+            2
+        """
         return len(self.timing) + len(self.counts)
 
     @property
     def by_counts(self) -> int:
-        """How many of them the count tier judged."""
+        """How many of them the count tier judged.
+
+        Example:
+            >>> Sensitivity(5.0, timing=(("a", 9.0),), counts=(("b", 1.0),)).by_counts
+            1
+        """
         return len(self.counts)
 
     def catches(self, pct: float) -> int:
         """How many would catch a ``pct`` % slow-down: counted rows whose figure is at
         most ``pct``, timed rows whose figure is at most ``pct`` when ``pct`` is above
-        the threshold."""
+        the threshold.
+
+        Example:
+            >>> s = Sensitivity(5.0, timing=(("a", 3.0),), counts=(("b", 1.0),))
+            >>> s.catches(5.0), s.catches(6.0)
+            (1, 2)
+        """
         counted = sum(d <= pct for _, d in self.counts)
         timed = sum(d <= pct for _, d in self.timing) if pct > self.threshold else 0
         return counted + timed
 
     def catches_counted(self, pct: float) -> int:
-        """How many of :meth:`catches` were counted rows."""
+        """How many of :meth:`catches` were counted rows.
+
+        Example:
+            >>> Sensitivity(5.0, timing=(("a", 3.0),), counts=(("b", 1.0),)).catches_counted(6.0)
+            1
+        """
         return sum(d <= pct for _, d in self.counts)
 
     @property
     def timing_median_pct(self) -> float:
         """Median detectable change of the timed rows (NaN without any; ``inf`` when
-        most could tell nothing)."""
+        most could tell nothing).
+
+        Example:
+            >>> Sensitivity(5.0, timing=(("a", 8.0), ("b", 12.0))).timing_median_pct
+            10.0
+        """
         values = [d for _, d in self.timing]
         return statistics.median(values) if values else math.nan
 
