@@ -12,6 +12,7 @@ from rlpace.bench.comparison_record import record_from_dict
 from rlpace.bench.counts.records import CaseCount, CountRun
 from rlpace.bench.counts.tier import CountTier, apply_count_tier
 from rlpace.bench.counts.verdict import compare_counts, gate_from_aa
+from rlpace.bench.errors import BenchInputError
 from rlpace.bench.render import render_report, sensitivity_text
 from rlpace.bench.sensitivity import detectable_pct, sensitivity
 
@@ -103,6 +104,14 @@ def test_rows_that_could_tell_nothing_are_said_so_and_names_are_escaped():
         "Most of the 3 timed ones have no detectable change to show (too few rounds or runs, "
         "or summary statistics only)."
     )
+
+
+def test_a_record_whose_detectable_count_is_not_a_number_is_refused():
+    data = json.loads(json.dumps(_counted().to_dict()))
+    data["pipeline"] = {"set": "cpu"}
+    data["rows"][0]["count_detect_pct"] = "1 %; see https://e.vil"
+    with pytest.raises(BenchInputError, match=r"count_detect_pct.*expected.*Fix:"):
+        record_from_dict(data, source="cpu.json")
 
 
 def test_nothing_compared_says_nothing():

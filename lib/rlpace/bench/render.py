@@ -162,8 +162,8 @@ def _detectable(row: BenchmarkChange, threshold: float = 0.0) -> str:
     when unknown."""
     if not math.isfinite(row.mdc_pct):
         return "-"
-    size = _size(max(row.mdc_pct, threshold))
-    return size if size.startswith(("×", "≥")) else "±" + size
+    mdc = max(row.mdc_pct, threshold)
+    return _size(mdc) if mdc > 100 else "±" + _size(mdc)
 
 
 def _size(pct: float) -> str:

@@ -121,9 +121,8 @@ class Sensitivity:
             >>> s.catches(5.0), s.catches(6.0)
             (1, 2)
         """
-        counted = sum(d <= pct for _, d in self.counts)
         timed = sum(d <= pct for _, d in self.timing) if pct > self.threshold else 0
-        return counted + timed
+        return self.catches_counted(pct) + timed
 
     def catches_counted(self, pct: float) -> int:
         """How many of :meth:`catches` were counted rows.

@@ -75,9 +75,8 @@ def _voluntary_switches() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw
 
 
-def _busy_share(fn) -> tuple[float | None, float, float]:
-    """(share of one call's wall time spent computing, its wall time and its CPU time
-    in seconds).
+def _busy_share(fn) -> tuple[float | None, float]:
+    """(share of one call's wall time spent computing, its CPU time in seconds).
 
     A call during which no thread of the process gave up its CPU of its own accord (no
     voluntary context switch: no sleep, no wait for I/O, a lock, a pipe or another
@@ -98,11 +97,11 @@ def _busy_share(fn) -> tuple[float | None, float, float]:
     s1 = _voluntary_switches()
     raw, cpu = w1 - w0, c1 - c0
     if s1 == s0 or raw <= 1e-4:
-        return 1.0, raw, cpu
+        return 1.0, cpu
     queued = (q1 - q0) / 1e9
     if queued > 0.5 * raw:
-        return None, raw, cpu
-    return min(1.0, cpu / (raw - queued)), raw, cpu
+        return None, cpu
+    return min(1.0, cpu / (raw - queued)), cpu
 
 
 def _matches(test_id: str, patterns: list[str]) -> bool:
@@ -250,7 +249,7 @@ def _count_one(c, params: dict, test_id: str, spec: dict, shim, skip_case) -> di
         # every call mostly queued): trust the case's declaration
         readings, cpu_seconds = [], 0.0
         for _ in range(max(1, int(spec["warmup"])) + 1):
-            reading, _, cpu_seconds = _busy_share(fn)
+            reading, cpu_seconds = _busy_share(fn)
             if reading is not None:
                 readings.append(reading)
         share = statistics.median(readings) if readings else 1.0
