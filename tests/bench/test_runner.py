@@ -168,7 +168,8 @@ def test_run_command_applies_stable_settings_and_records_the_environment(
 
 
 def test_cuda_timing_synchronizes_each_call_and_records_peak_memory(monkeypatch):
-    """The GPU path of the suite plugin, with torch.cuda's calls recorded instead of run."""
+    """The GPU path of the suite plugin, with torch.cuda's calls recorded instead of run:
+    the timing, then the work counts of more calls; a profiler error is kept, not raised."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location(
@@ -182,7 +183,10 @@ def test_cuda_timing_synchronizes_each_call_and_records_peak_memory(monkeypatch)
     monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda: 4096)
 
     class FakeBenchmark:
-        extra_info: dict = {}
+        disabled = False
+
+        def __init__(self):
+            self.extra_info = {}
 
         def __call__(self, fn):
             for _ in range(3):
@@ -190,8 +194,22 @@ def test_cuda_timing_synchronizes_each_call_and_records_peak_memory(monkeypatch)
 
     bench = FakeBenchmark()
     plugin._time_on_cuda(bench, lambda: events.append("call"))
-    assert events == ["sync", "reset"] + ["call", "sync"] * 3
+    # the timing, then the calls counted under the profiler (CPU activity alone here)
+    assert events == ["sync", "reset"] + ["call", "sync"] * 3 + ["call"] * 8
+    work = bench.extra_info.pop("device_work")
     assert bench.extra_info == {"peak_cuda_memory_bytes": 4096}
+    assert (work["calls"], work["kernels"], work["ops"]) == (8, [0] * 8, [0] * 8)
+
+    calls = []
+
+    def fails_after_timing():
+        calls.append(1)
+        if len(calls) > 3:  # the timing's three calls pass, the profiled ones fail
+            raise RuntimeError("CUPTI_ERROR_NOT_INITIALIZED")
+
+    bench = FakeBenchmark()
+    plugin._time_on_cuda(bench, fails_after_timing)  # kept, not raised: the timing stands
+    assert bench.extra_info["device_work"] == {"error": "RuntimeError: CUPTI_ERROR_NOT_INITIALIZED"}
 
 
 def test_keyword_matching_nothing_is_an_input_error(suite_root, tmp_path):

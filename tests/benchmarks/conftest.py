@@ -15,7 +15,10 @@ Every result file also carries the environment metadata of
 :func:`rlpace.bench.environment.collect_environment` under ``machine_info["rlpace"]``,
 and every result's ``extra_info`` names its ``set``. Items of the GPU set carry the
 ``gpu`` marker. A case on CUDA is timed with
-``torch.cuda.synchronize()`` after each call and records ``peak_cuda_memory_bytes``.
+``torch.cuda.synchronize()`` after each call and records ``peak_cuda_memory_bytes``
+and, from a few more calls under ``torch.profiler``, the kernels, syncs, copies and
+aten ops each call launched (``extra_info["device_work"]``, see
+:mod:`rlpace.bench.device_work`).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import os
 
 import pytest
 
+from rlpace.bench.device_work import EXTRA_INFO_KEY, measure_device_work
 from rlpace.bench.suite import SkipCase, clock_of, size_rounds
 
 
@@ -215,3 +219,15 @@ def _time_on_cuda(benchmark, fn):
     torch.cuda.reset_peak_memory_stats()
     benchmark(synchronized)
     benchmark.extra_info["peak_cuda_memory_bytes"] = int(torch.cuda.max_memory_allocated())
+    if not benchmark.disabled:
+        benchmark.extra_info[EXTRA_INFO_KEY] = _device_work(fn)
+
+
+def _device_work(fn):
+    """The kernels, syncs, copies and aten ops of each of a few more calls, counted
+    after the timing (see :mod:`rlpace.bench.device_work`); an error is kept, not raised:
+    the timing stands without the counts."""
+    try:
+        return measure_device_work(fn)
+    except Exception as exc:  # the profiler can be missing or busy; the timing stands
+        return {"error": f"{type(exc).__name__}: {exc}"[:300]}

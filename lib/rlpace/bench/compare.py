@@ -221,6 +221,18 @@ class BenchmarkChange:
     """For a count regression: the functions whose cost grew most
     (``{"native": [[name, base, head], ...], "python": [...], "bytecode": [...],
     "priced": [...]}``; ``priced``: calls per call into the allocator and the type cache)."""
+    work_verdict: str | None = None
+    """The GPU work counts' verdict (``regression``, ``improvement``, ``mixed``,
+    ``same``, ``unmeasured``; see :mod:`rlpace.bench.device_work`), None for a case
+    with no counts on either side."""
+    work_base: Mapping[str, float] | None = None
+    """Kernels, syncs, copies and aten ops per call in base (medians over the calls)."""
+    work_head: Mapping[str, float] | None = None
+    """The same in head."""
+    work_moved: tuple[str, ...] = ()
+    """The metrics that moved between base and head (:mod:`rlpace.bench.device_work`)."""
+    work_note: str | None = None
+    """How the work counts and the time agree, or why the case was not measured."""
 
     @property
     def has_base(self) -> bool:

@@ -97,6 +97,13 @@ _CAUSES = {
         "priced": _GROWTH,
     },
 }
+_WORK = {
+    "type": "object",
+    "maxProperties": 8,
+    "propertyNames": {"pattern": "^[a-z][a-z_]{0,31}$"},
+    "additionalProperties": {"type": "number", "minimum": 0},
+}
+
 _COUNT_TIER = {
     "type": "object",
     "maxProperties": 16,
@@ -174,6 +181,16 @@ _ROW = {
         },
         "count_note": _text(500, null=True),
         "count_causes": {"anyOf": [{"type": "null"}, _CAUSES]},
+        # the GPU work counts (rlpace.bench.device_work.apply_device_work)
+        "work_verdict": {"type": ["string", "null"], "pattern": "^[a-z][a-z-]{0,31}$"},
+        "work_base": {"anyOf": [{"type": "null"}, _WORK]},
+        "work_head": {"anyOf": [{"type": "null"}, _WORK]},
+        "work_moved": {
+            "type": "array",
+            "maxItems": 8,
+            "items": {"type": "string", "pattern": "^[a-z][a-z_]{0,31}$"},
+        },
+        "work_note": _text(500, null=True),
     },
     "additionalProperties": _SCALAR,
 }
@@ -542,6 +559,8 @@ def _comparison(data: Mapping[str, Any]) -> Comparison:
         special = {"verdict": Verdict(row["verdict"])}
         if row.get("params") is not None:
             special["params"] = dict(row["params"])
+        if row.get("work_moved") is not None:
+            special["work_moved"] = tuple(row["work_moved"])
         rows.append(BenchmarkChange(**_rebuilt(BenchmarkChange, row, special)))
     floor = data.get("noise_floor")
     prior = data.get("variance_prior")

@@ -214,16 +214,26 @@ def sensitivity_text(comparison: Comparison, *, markdown: bool = True) -> str:
         n = len(s.timing)
         median = s.timing_median_pct
         if not math.isfinite(median):
-            return text + (
+            text += (
                 f" {'The timed one has' if n == 1 else f'Most of the {n} timed ones have'} no "
                 "detectable change to show (too few rounds or runs, or summary statistics only)."
             )
-        wide = sorted((item for item in s.timing if math.isfinite(item[1])), key=lambda i: -i[1])
-        shown = escape_markdown if markdown else str
-        widest = ", ".join(f"{shown(name)} {_size(d)}" for name, d in wide[:2] if d > high)
+        else:
+            wide = sorted(
+                (item for item in s.timing if math.isfinite(item[1])), key=lambda i: -i[1]
+            )
+            shown = escape_markdown if markdown else str
+            widest = ", ".join(f"{shown(name)} {_size(d)}" for name, d in wide[:2] if d > high)
+            text += (
+                f" The {n} timed {'one needs' if n == 1 else 'ones need'} {_size(median)} at "
+                "the median" + (f", {widest}" if widest else "") + "."
+            )
+    if s.work_counted:
         text += (
-            f" The {n} timed {'one needs' if n == 1 else 'ones need'} {_size(median)} at the "
-            "median" + (f", {widest}" if widest else "") + "."
+            f" {s.work_counted} of the timed {'one' if n == 1 else 'ones'} also "
+            f"{'counts' if s.work_counted == 1 else 'count'} the kernels, syncs, copies "
+            "and aten ops each call launches, and catch any change of those, whatever "
+            "its size in time."
         )
     return text
 
@@ -342,6 +352,7 @@ def _environment():
         paired_text=paired_text,
         sensitivity_text=sensitivity_text,
         code_cell=lambda text: code_span(text).replace("|", "\\|"),
+        count=lambda value: f"{value:g}",
     )
     # what the count tier charges a call into each priced family, for the comment's notes
     env.globals["call_prices"] = {f.name: f"{f.price:g}" for f in FAMILIES}

@@ -39,12 +39,21 @@ from dataclasses import dataclass
 from rlpace.bench.compare import BenchmarkChange, Comparison
 from rlpace.bench.controls import CONTROL_IMPL
 
-__all__ = ["COUNT_VERDICTS", "LEVELS", "Sensitivity", "detectable_pct", "sensitivity"]
+__all__ = [
+    "COUNT_VERDICTS",
+    "LEVELS",
+    "WORK_VERDICTS",
+    "Sensitivity",
+    "detectable_pct",
+    "sensitivity",
+]
 
 LEVELS = (2.0, 5.0, 10.0)
 """The slow-downs (%) the comment counts the catchers of."""
 COUNT_VERDICTS = ("same", "regression", "improvement")
 """Count-tier verdicts that mean the counts judged the row."""
+WORK_VERDICTS = ("same", "regression", "improvement", "mixed")
+"""GPU work verdicts that mean the row's launched work was counted on both sides."""
 
 
 def detectable_pct(row: BenchmarkChange, threshold: float) -> tuple[float, str]:
@@ -90,6 +99,10 @@ class Sensitivity:
     """``(name, detectable %)`` of the rows judged on their instruction counts."""
     controls: int = 0
     """Negative controls left out."""
+    work_counted: int = 0
+    """Timed rows whose GPU work (kernels, syncs, copies, aten ops per call) was also
+    counted (:mod:`rlpace.bench.device_work`): they catch any change of that work,
+    whatever its size in time, and only the clock sees the rest."""
 
     @property
     def judged(self) -> int:
@@ -156,7 +169,7 @@ def sensitivity(comparison: Comparison) -> Sensitivity:
         >>> sensitivity(Comparison(rows=rows, threshold=5.0)).catches(10.0)
         1
     """
-    timing, counts, controls = [], [], 0
+    timing, counts, controls, work = [], [], 0, 0
     for row in comparison.rows:
         counted = row.count_verdict in COUNT_VERDICTS
         if not counted and not math.isfinite(row.median_change_pct):
@@ -166,4 +179,5 @@ def sensitivity(comparison: Comparison) -> Sensitivity:
             continue
         pct, source = detectable_pct(row, comparison.threshold)
         (counts if source == "counts" else timing).append((row.name, pct))
-    return Sensitivity(comparison.threshold, tuple(timing), tuple(counts), controls)
+        work += source == "timing" and row.work_verdict in WORK_VERDICTS
+    return Sensitivity(comparison.threshold, tuple(timing), tuple(counts), controls, work)

@@ -1,0 +1,410 @@
+"""GPU work counts: the kernels, syncs, copies and aten ops a GPU case launches per call.
+
+On a shared GPU machine the time of the same code moves 17-35 % from process to
+process, so two timed runs a side only see changes of about ×3. What a call *asks
+the device to do* does not move with load: how many kernels it launches, how often
+the host waits for the device, how many copies it issues and how many aten operators
+it dispatches. A change that adds a sync, a copy or a kernel to a hot path moves
+these counts exactly, however busy the machine is. They are the GPU set's
+counterpart of the CPU set's instruction counts.
+
+The suite's pytest plugin measures every case on CUDA once more after timing it
+(:func:`measure_device_work`: ``torch.profiler``, each of :data:`CALLS` calls in a
+region of its own) and keeps the per-call counts in the result's
+``extra_info["device_work"]``. :func:`compare_device_work` judges base against head
+per case, and :func:`apply_device_work` joins that to the timing comparison (the
+:class:`~rlpace.bench.judge.Judge` does it, so ``compare`` and ``pr`` agree):
+
+- a metric *moved* when the typical head call counts more (or fewer) than the
+  typical base call. A side's typical call is the count at least 3 in 4 of its calls
+  share (:data:`TYPICAL_SHARE`); the others did occasional work (a buffer's
+  wrap-around, an epoch's reshuffle) that is not the call's own. Where a side has no
+  typical call, the metric moved only when every head call is beyond every base call,
+  so work that varies with the sampled data does not flag;
+- **regression**: at least one metric rose and none fell. The row is flagged,
+  whatever the clock said ("GPU work regression; time did not move enough to flag");
+- **improvement**: at least one fell and none rose; the row is marked improved unless
+  the clock flagged a regression;
+- **mixed** (some rose, some fell) and **same**: the timing verdict stands, with a note.
+
+What these counts do not see: a kernel that got slower without launching more (a
+bigger copy, a worse algorithm on the device), work on other threads, and the CPU
+work between launches beyond the aten ops dispatched. The clock still judges those.
+
+Example:
+    >>> base = {"calls": 2, "kernels": [4, 4], "syncs": [0, 0], "copies": [1, 1], "ops": [9, 9]}
+    >>> head = {"calls": 2, "kernels": [6, 6], "syncs": [2, 2], "copies": [1, 1], "ops": [13, 13]}
+    >>> change = compare_device_work("t", head, base)
+    >>> change.verdict, change.moved
+    ('regression', ('kernels', 'syncs', 'ops'))
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+    from rlpace.bench.compare import Comparison
+
+__all__ = [
+    "CALLS",
+    "EXTRA_INFO_KEY",
+    "METRICS",
+    "TYPICAL_SHARE",
+    "DeviceWorkChange",
+    "apply_device_work",
+    "compare_device_work",
+    "count_events",
+    "describe_counts",
+    "device_work_of",
+    "measure_device_work",
+]
+
+EXTRA_INFO_KEY = "device_work"
+"""Where a result keeps its counts: ``extra_info["device_work"]``."""
+CALLS = 8
+"""Calls measured per case, each in a profiler region of its own."""
+METRICS = {
+    "kernels": "kernel launches (CUDA runtime launch calls)",
+    "syncs": "host waits for the device (stream, event and device synchronizations)",
+    "copies": "memory copies and fills issued (cudaMemcpy*, cudaMemset*)",
+    "ops": "aten operators dispatched, nested ones included",
+}
+"""The metrics counted per call, and what each counts."""
+TYPICAL_SHARE = 0.75
+"""The share of calls that must count the same for that count to be a side's typical
+call (the others did occasional work: a buffer's wrap-around, an epoch's reshuffle)."""
+_REGION = "rlpace::measured_call"
+_SYNC_NAMES = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")
+_MAX_CALLS = 64
+
+
+def _metrics_of(name: str) -> tuple[str, ...]:
+    """The metrics one profiler event counts toward (none for most events)."""
+    if name.startswith("aten::"):
+        return ("ops",)
+    if name == "cudaMemcpy":  # the plain (not Async) copy waits for the device too
+        return ("copies", "syncs")
+    if name in _SYNC_NAMES:
+        return ("syncs",)
+    if name.startswith(("cudaMemcpy", "cudaMemset", "cuMemcpy", "cuMemset")):
+        return ("copies",)
+    if "LaunchKernel" in name or name in ("cudaGraphLaunch", "cuGraphLaunch"):
+        return ("kernels",)
+    return ()
+
+
+def _in_region(event: Any) -> Any | None:
+    """The measured-call region ``event`` runs inside (None: outside every region)."""
+    parent = event.cpu_parent
+    while parent is not None:
+        if parent.name.startswith(_REGION):
+            return parent
+        parent = parent.cpu_parent
+    return None
+
+
+def count_events(events: Any, calls: int) -> dict[str, list[int]]:
+    """Per-call counts of each metric from profiler events (``prof.events()``) of
+    ``calls`` regions named ``rlpace::measured_call#<i>``.
+
+    Example:
+        >>> from types import SimpleNamespace as E
+        >>> region = E(name="rlpace::measured_call#0", cpu_parent=None)
+        >>> ops = [E(name="aten::add", cpu_parent=region), E(name="cudaLaunchKernel",
+        ...        cpu_parent=E(name="aten::add", cpu_parent=region))]
+        >>> count_events([region, *ops], 1)
+        {'kernels': [1], 'syncs': [0], 'copies': [0], 'ops': [1]}
+    """
+    out = {metric: [0] * calls for metric in METRICS}
+    for event in events:
+        metrics = _metrics_of(event.name)
+        if not metrics:
+            continue
+        region = _in_region(event)
+        if region is None:
+            continue
+        try:
+            index = int(region.name.rpartition("#")[2])
+        except ValueError:
+            continue
+        if not 0 <= index < calls:
+            continue
+        for metric in metrics:
+            out[metric][index] += 1
+    return out
+
+
+def measure_device_work(
+    fn: Callable[[], Any], *, calls: int = CALLS, cuda: bool | None = None
+) -> dict[str, Any]:
+    """Profile ``calls`` calls of ``fn`` (already warm) and return their per-call counts.
+
+    Each call runs in a ``record_function`` region of its own, and the device is
+    synchronized between calls outside the regions, so the harness's own waits are not
+    counted. ``cuda`` (default: whether CUDA is available) adds the CUDA activity;
+    without it only ``ops`` can be non-zero.
+
+    Returns:
+        ``{"calls": n, "kernels": [...], "syncs": [...], "copies": [...], "ops": [...],
+        "profiler": "torch <version>"}``: one count per call for each metric.
+
+    Example:
+        >>> import torch
+        >>> x = torch.ones(4)
+        >>> one = measure_device_work(lambda: x + 1, calls=2, cuda=False)
+        >>> two = measure_device_work(lambda: (x + 1) + 1, calls=2, cuda=False)
+        >>> two["ops"][0] > one["ops"][0] == one["ops"][1], two["kernels"]
+        (True, [0, 0])
+    """
+    import torch
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    if not isinstance(calls, int) or not 1 <= calls <= _MAX_CALLS:
+        raise ValueError(f"calls: expected an integer in [1, {_MAX_CALLS}], got {calls!r}")
+    if cuda is None:
+        cuda = torch.cuda.is_available()
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    if cuda:
+        torch.cuda.synchronize()
+    with profile(activities=activities) as prof:
+        for i in range(calls):
+            with record_function(f"{_REGION}#{i}"):
+                fn()
+            if cuda:
+                torch.cuda.synchronize()
+    return {
+        "calls": calls,
+        **count_events(prof.events(), calls),
+        "profiler": f"torch {torch.__version__}",
+    }
+
+
+def device_work_of(extra_info: Any) -> tuple[dict[str, list[int]] | None, str]:
+    """The counts a result's ``extra_info`` holds, checked: ``(counts, "")``, or
+    ``(None, why)`` when there are none or they are not in the expected form (a file
+    another tool wrote, or an error the plugin recorded).
+
+    Example:
+        >>> device_work_of({"device_work": {"calls": 1, "kernels": [3], "syncs": [0],
+        ...                                 "copies": [0], "ops": [5]}})[0]["kernels"]
+        [3]
+        >>> device_work_of({})
+        (None, 'not measured')
+        >>> device_work_of({"device_work": {"kernels": "many"}})[1]
+        "expected {'calls': n, 'kernels': [n counts], ...}, got {'kernels': 'many'}"
+    """
+    if not isinstance(extra_info, Mapping) or EXTRA_INFO_KEY not in extra_info:
+        return None, "not measured"
+    raw = extra_info[EXTRA_INFO_KEY]
+    if isinstance(raw, Mapping) and isinstance(raw.get("error"), str):
+        return None, f"could not be measured: {raw['error'][:200]}"
+    calls = raw.get("calls") if isinstance(raw, Mapping) else None
+    ok = isinstance(calls, int) and not isinstance(calls, bool) and 1 <= calls <= _MAX_CALLS
+    counts: dict[str, list[int]] = {}
+    for metric in METRICS if ok else ():
+        values = raw.get(metric)
+        if not (
+            isinstance(values, list)
+            and len(values) == calls
+            and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values)
+        ):
+            ok = False
+            break
+        counts[metric] = list(values)
+    if not ok:
+        shown = repr(raw)
+        shown = shown if len(shown) <= 120 else shown[:117] + "..."
+        return None, f"expected {{'calls': n, 'kernels': [n counts], ...}}, got {shown}"
+    return counts, ""
+
+
+def describe_counts(counts: Mapping[str, list[int]]) -> dict[str, float]:
+    """The median per call of each metric.
+
+    Example:
+        >>> describe_counts({"kernels": [3, 3, 4], "syncs": [0, 0, 0], "copies": [1, 1, 1],
+        ...                  "ops": [7, 7, 7]})
+        {'kernels': 3, 'syncs': 0, 'copies': 1, 'ops': 7}
+    """
+    return {m: statistics.median(counts[m]) for m in METRICS if m in counts}
+
+
+@dataclass(frozen=True)
+class DeviceWorkChange:
+    """One GPU case's work counts, base against head.
+
+    Example:
+        >>> DeviceWorkChange("t", "same").flagged
+        False
+    """
+
+    test_id: str
+    verdict: str
+    """``regression``, ``improvement``, ``mixed``, ``same`` or ``unmeasured``."""
+    base: Mapping[str, float] | None = None
+    """Median per call of each metric in base (None: unmeasured)."""
+    head: Mapping[str, float] | None = None
+    """Median per call of each metric in head (None: unmeasured)."""
+    moved: tuple[str, ...] = ()
+    """The metrics that moved (see the module doc)."""
+    reason: str = ""
+    """Why a case was not judged (``unmeasured``)."""
+
+    @property
+    def flagged(self) -> bool:
+        """Whether the counts say the head launches more work."""
+        return self.verdict == "regression"
+
+    def summary(self) -> str:
+        """The moved metrics as ``kernels 4 → 6, syncs 0 → 2`` (per call, medians).
+
+        Example:
+            >>> DeviceWorkChange("t", "regression", {"kernels": 4, "syncs": 0},
+            ...                  {"kernels": 6, "syncs": 2}, ("kernels", "syncs")).summary()
+            'kernels 4 → 6, syncs 0 → 2 per call'
+        """
+        if not self.moved or self.base is None or self.head is None:
+            return ""
+        parts = [f"{m} {_num(self.base[m])} → {_num(self.head[m])}" for m in self.moved]
+        return ", ".join(parts) + " per call"
+
+
+def _num(value: float) -> str:
+    return f"{value:g}"
+
+
+def compare_device_work(test_id: str, head: Any, base: Any) -> DeviceWorkChange:
+    """Judge one case's counts (each ``{"calls": n, metric: [counts]}`` or
+    ``extra_info``-style wrapped); see the module doc for the rules.
+
+    Example:
+        >>> same = {"calls": 1, "kernels": [4], "syncs": [0], "copies": [1], "ops": [9]}
+        >>> compare_device_work("t", same, same).verdict
+        'same'
+        >>> compare_device_work("t", None, same).verdict
+        'unmeasured'
+    """
+    h, why_h = (
+        device_work_of({EXTRA_INFO_KEY: head}) if head is not None else (None, "not measured")
+    )
+    b, why_b = (
+        device_work_of({EXTRA_INFO_KEY: base}) if base is not None else (None, "not measured")
+    )
+    if h is None or b is None:
+        reasons = [f"{side}: {why}" for side, why in (("head", why_h), ("base", why_b)) if why]
+        reason = why_h if why_h == why_b else "; ".join(reasons)
+        return DeviceWorkChange(test_id, "unmeasured", reason=reason)
+    up = tuple(m for m in METRICS if _direction(h[m], b[m]) > 0)
+    down = tuple(m for m in METRICS if _direction(h[m], b[m]) < 0)
+    verdict = "mixed" if up and down else "regression" if up else "improvement" if down else "same"
+    moved = tuple(m for m in METRICS if m in up or m in down)
+    return DeviceWorkChange(test_id, verdict, describe_counts(b), describe_counts(h), moved)
+
+
+def _typical(values: list[int]) -> int | None:
+    """The count most calls share, when at least :data:`TYPICAL_SHARE` of them do."""
+    value, calls = Counter(values).most_common(1)[0]
+    return value if calls >= TYPICAL_SHARE * len(values) else None
+
+
+def _direction(head: list[int], base: list[int]) -> int:
+    """+1 when head's calls count more than base's, -1 when fewer, 0 when they do not
+    differ: typical call against typical call where both sides have one, else every
+    call against every call.
+
+    Example:
+        >>> _direction([97, 146, 97, 97, 97, 97, 97, 97], [94, 94, 94, 94, 94, 94, 143, 94])
+        1
+        >>> _direction([45, 51, 45, 51], [45, 45, 51, 51]), _direction([60, 61], [45, 51])
+        (0, 1)
+    """
+    th, tb = _typical(head), _typical(base)
+    if th is not None and tb is not None:
+        return (th > tb) - (th < tb)
+    return 1 if min(head) > max(base) else -1 if max(head) < min(base) else 0
+
+
+def _first_counts(frame: pd.DataFrame) -> dict[str, Any]:
+    """``fullname → extra_info["device_work"]`` of the first run that has it."""
+    out: dict[str, Any] = {}
+    if frame is None or "extra_info" not in frame.columns:
+        return out
+    for name, extra in zip(frame["fullname"], frame["extra_info"], strict=True):
+        if name not in out and isinstance(extra, Mapping) and EXTRA_INFO_KEY in extra:
+            out[name] = extra[EXTRA_INFO_KEY]
+    return out
+
+
+def apply_device_work(comparison: Comparison, head: pd.DataFrame, base: pd.DataFrame) -> Comparison:
+    """Join the work counts of ``head`` and ``base`` (results tables) to the rows of
+    ``comparison``; rows without counts on either side are left as they are.
+
+    Example:
+        >>> from rlpace.bench.compare import BenchmarkChange, Comparison, Verdict
+        >>> from rlpace.bench.results import results_from_records
+        >>> w = lambda k: {"device_work": {"calls": 1, "kernels": [k], "syncs": [0],
+        ...                                "copies": [0], "ops": [k]}}
+        >>> base = results_from_records([{"fullname": "a", "data": [1.0], "extra_info": w(4)}])
+        >>> head = results_from_records([{"fullname": "a", "data": [1.0], "extra_info": w(6)}])
+        >>> rows = (BenchmarkChange("a", "a", Verdict.UNCHANGED, median_change_pct=-1.0),)
+        >>> row = apply_device_work(Comparison(rows=rows), head, base).rows[0]
+        >>> row.verdict.value, row.work_note
+        ('worsened', 'GPU work regression (kernels 4 → 6, ops 4 → 6 per call); time did not move enough to flag (time +1.0%)')
+    """
+    from rlpace.bench.compare import Verdict
+
+    heads, bases = _first_counts(head), _first_counts(base)
+    if not heads and not bases:
+        return comparison
+    rows = []
+    for row in comparison.rows:
+        if row.fullname not in heads and row.fullname not in bases:
+            rows.append(row)
+            continue
+        change = compare_device_work(row.name, heads.get(row.fullname), bases.get(row.fullname))
+        verdict, note = row.verdict, change.reason or None
+        slower = -row.median_change_pct
+        timed = f"time {slower:+.1f}%" if slower == slower else "time not measured"
+        what = change.summary()
+        if change.verdict == "regression":
+            verdict = Verdict.WORSENED
+            note = (
+                f"GPU work and time regression ({what})"
+                if row.verdict is Verdict.WORSENED
+                else f"GPU work regression ({what}), though the clock says faster ({timed})"
+                if row.verdict is Verdict.IMPROVED
+                else f"GPU work regression ({what}); time did not move enough to flag ({timed})"
+            )
+        elif change.verdict == "improvement" and row.verdict is not Verdict.WORSENED:
+            verdict = Verdict.IMPROVED
+            note = f"less GPU work ({what})" + (
+                "" if row.verdict is Verdict.IMPROVED else f"; time did not move ({timed})"
+            )
+        elif change.verdict == "improvement":
+            note = f"less GPU work ({what}), but the clock says slower: look at the kernels"
+        elif change.verdict == "mixed":
+            note = f"GPU work moved both ways ({what}): the clock decides"
+        elif change.verdict == "same" and row.verdict in (Verdict.WORSENED, Verdict.IMPROVED):
+            note = (
+                "the launched work did not move: the kernels themselves, the host code "
+                "between them or the machine changed"
+            )
+        rows.append(
+            replace(
+                row,
+                verdict=verdict,
+                work_verdict=change.verdict,
+                work_base=None if change.base is None else dict(change.base),
+                work_head=None if change.head is None else dict(change.head),
+                work_moved=change.moved,
+                work_note=note,
+            )
+        )
+    return replace(comparison, rows=tuple(rows))

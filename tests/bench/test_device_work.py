@@ -1,0 +1,284 @@
+"""GPU work counts: what a GPU case launches per call, judged base against head.
+
+The CUDA half (kernel launches, syncs, copies) needs a GPU and is measured in the
+reports; here: the aten-op half on the CPU with real code, the event classification,
+the checks on what a result file holds, the verdict rules, and the join through the
+one judge that ``compare`` and ``pr`` share.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+from rlpace.bench.cli import main as cli_main
+from rlpace.bench.compare import Verdict
+from rlpace.bench.comparison_record import record_from_dict
+from rlpace.bench.device_work import (
+    compare_device_work,
+    count_events,
+    device_work_of,
+    measure_device_work,
+)
+from rlpace.bench.errors import BenchInputError
+from rlpace.bench.judge import Judge
+from rlpace.bench.results import load_results, merge_runs
+
+
+def _work(calls: int = 4, **counts: list[int] | int) -> dict:
+    out: dict = {"calls": calls}
+    for metric in ("kernels", "syncs", "copies", "ops"):
+        value = counts.get(metric, 0)
+        out[metric] = list(value) if isinstance(value, list) else [value] * calls
+    return out
+
+
+# --- measuring: real code on the CPU ------------------------------------------------
+
+
+def test_counts_of_the_same_code_repeat_and_a_real_change_moves_them():
+    """A replay buffer's sample counted twice gives the same aten ops per call; the same
+    sample followed by a defensive copy of the batch counts more."""
+    from tensordict import TensorDict
+
+    from rlpace.data import ReplayBuffer, TensorStorage
+
+    rb = ReplayBuffer(TensorStorage(256))
+    rb.extend(TensorDict({"obs": torch.randn(256, 4), "r": torch.randn(256)}, [256]))
+
+    def plain():
+        return rb.sample(32)
+
+    def with_copy():
+        return rb.sample(32).clone()
+
+    for fn in (plain, with_copy):
+        fn()
+    first = measure_device_work(plain, calls=4, cuda=False)
+    again = measure_device_work(plain, calls=4, cuda=False)
+    changed = measure_device_work(with_copy, calls=4, cuda=False)
+    assert first["ops"] == again["ops"] and len(set(first["ops"])) == 1
+    assert first["kernels"] == first["syncs"] == first["copies"] == [0] * 4
+    assert min(changed["ops"]) > max(first["ops"])
+    assert compare_device_work("rb", changed, first).verdict == "regression"
+    assert compare_device_work("rb", again, first).verdict == "same"
+
+
+def test_measure_refuses_a_bad_number_of_calls():
+    with pytest.raises(ValueError, match=r"calls: expected an integer in \[1, 64\], got 0"):
+        measure_device_work(lambda: None, calls=0, cuda=False)
+
+
+def test_events_are_counted_per_region_and_by_kind():
+    """Runtime calls count as kernels, syncs or copies; a plain cudaMemcpy as a copy and
+    a sync; events outside a measured region (the harness's own sync) are not counted."""
+    regions = [
+        SimpleNamespace(name=f"rlpace::measured_call#{i}", cpu_parent=None) for i in range(2)
+    ]
+
+    def ev(name, parent):
+        return SimpleNamespace(name=name, cpu_parent=parent)
+
+    add = ev("aten::add", regions[0])
+    item = ev("aten::item", regions[1])
+    events = [
+        *regions,
+        add,
+        ev("cudaLaunchKernel", add),
+        ev("cudaLaunchKernelExC", add),
+        item,
+        ev("aten::_local_scalar_dense", item),
+        ev("cudaMemcpyAsync", item),
+        ev("cudaStreamSynchronize", item),
+        ev("cudaMemcpy", regions[1]),
+        ev("cudaMemsetAsync", regions[1]),
+        ev("cudaDeviceSynchronize", None),  # between calls: the harness's
+        ev("cudaLaunchKernel", ev("aten::mul", None)),  # outside every region
+        ev("cudaGetDevice", regions[0]),  # counts toward nothing
+    ]
+    assert count_events(events, 2) == {
+        "kernels": [2, 0],
+        "syncs": [0, 2],
+        "copies": [0, 3],
+        "ops": [1, 2],
+    }
+
+
+# --- what a result file holds ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        ({"calls": 2, "kernels": [1]}, "expected {'calls': n"),
+        ({"calls": 2, "kernels": [1, -1], "syncs": [0, 0], "copies": [0, 0], "ops": [1, 1]}, "got"),
+        ({"calls": True, "kernels": [1]}, "expected"),
+        ({"calls": 1, "kernels": ["1"], "syncs": [0], "copies": [0], "ops": [0]}, "expected"),
+        ("many", "got 'many'"),
+        (
+            {"error": "RuntimeError: CUPTI unavailable"},
+            "could not be measured: RuntimeError: CUPTI",
+        ),
+    ],
+)
+def test_counts_not_in_the_expected_form_are_refused_with_the_reason(raw, reason):
+    counts, why = device_work_of({"device_work": raw})
+    assert counts is None and reason in why
+
+
+def test_a_file_without_counts_is_not_measured():
+    assert device_work_of({"set": "gpu"}) == (None, "not measured")
+    assert device_work_of(None) == (None, "not measured")
+
+
+# --- the verdict rules ----------------------------------------------------------------
+
+
+def test_the_typical_call_decides_and_occasional_work_does_not():
+    """As measured on an H200: a buffer's extend-and-sample call does occasional work (a
+    wrap-around) in one call of eight, at any position; a real change (+3 aten ops to
+    every call) moves the typical call and is caught, the occasional call is not."""
+    a1 = _work(8, ops=[94, 94, 94, 94, 94, 94, 143, 94])
+    a2 = _work(8, ops=[94] * 8)
+    changed = _work(8, ops=[97, 146, 97, 97, 97, 97, 97, 97])
+    assert compare_device_work("t", a2, a1).verdict == "same"
+    assert compare_device_work("t", a1, a2).verdict == "same"
+    moved = compare_device_work("t", changed, a1)
+    assert (moved.verdict, moved.summary()) == ("regression", "ops 94 → 97 per call")
+
+
+def test_without_a_typical_call_every_head_call_must_be_beyond_every_base_call():
+    """Work that varies with the sampled data from call to call does not flag; a shift
+    of the whole range does."""
+    base = _work(4, ops=[45, 51, 45, 51])
+    assert compare_device_work("t", _work(4, ops=[51, 45, 45, 51]), base).verdict == "same"
+    assert compare_device_work("t", _work(4, ops=[47, 53, 47, 53]), base).verdict == "same"
+    assert compare_device_work("t", _work(4, ops=[52, 58, 52, 58]), base).verdict == "regression"
+
+
+def test_regression_improvement_and_mixed():
+    base = _work(kernels=10, syncs=1, ops=30)
+    more = compare_device_work("t", _work(kernels=10, syncs=2, ops=30), base)
+    assert (more.verdict, more.moved, more.summary()) == (
+        "regression",
+        ("syncs",),
+        "syncs 1 → 2 per call",
+    )
+    less = compare_device_work("t", _work(kernels=8, syncs=1, ops=26), base)
+    assert (less.verdict, less.moved) == ("improvement", ("kernels", "ops"))
+    both = compare_device_work("t", _work(kernels=8, syncs=2, ops=30), base)
+    assert both.verdict == "mixed" and not both.flagged
+
+
+def test_unmeasured_sides_say_why():
+    base = _work(kernels=3)
+    assert compare_device_work("t", None, base).reason == "head: not measured"
+    bad = compare_device_work("t", {"error": "boom"}, None)
+    assert bad.verdict == "unmeasured"
+    assert bad.reason == "head: could not be measured: boom; base: not measured"
+
+
+# --- the judge: compare and pr ----------------------------------------------------------
+
+
+def _gpu_file(path: Path, rng, works: dict[str, dict | None], slower: float = 1.0) -> Path:
+    benchmarks = []
+    for name, work in works.items():
+        extra = {"set": "gpu", "timer": "wall"}
+        if work is not None:
+            extra["device_work"] = work
+        data = (1e-4 * slower * rng.lognormal(0, 0.2, 60)).tolist()
+        benchmarks.append(
+            {
+                "fullname": f"test_rb.py::{name}",
+                "name": name,
+                "params": {"impl": "rlpace"},
+                "extra_info": extra,
+                "stats": {"data": data},
+            }
+        )
+    doc = {"machine_info": {}, "commit_info": {}, "benchmarks": benchmarks,
+           "datetime": "2026-12-04T00:00:00", "version": "5.1.0"}  # fmt: skip
+    path.write_text(json.dumps(doc))
+    return path
+
+
+@pytest.fixture
+def gpu_runs(tmp_path):
+    """Two GPU runs a side with noisy clocks (log sd 20 %, as on a shared GPU VM). Head
+    adds a sync to one case and a copy to a hostile-named one; a third is unchanged, a
+    fourth was never counted (an older file)."""
+    rng = np.random.default_rng(7)
+    base_work = {
+        "test_rb_sample[rlpace-tensor-random-cuda]": _work(kernels=6, syncs=0, copies=1, ops=40),
+        "test_rb_sample[rlpace-tensor-slice-cuda]": _work(kernels=20, syncs=2, copies=2, ops=90),
+        "test_x[a|b *c*]": _work(kernels=4, copies=0, ops=12),
+        "test_old[cuda]": None,
+    }
+    head_work = dict(base_work)
+    head_work["test_rb_sample[rlpace-tensor-random-cuda]"] = _work(
+        kernels=8, syncs=1, copies=2, ops=44
+    )
+    head_work["test_x[a|b *c*]"] = _work(kernels=4, copies=1, ops=13)
+    files = {"base": [], "head": []}
+    for k in range(2):
+        files["base"].append(_gpu_file(tmp_path / f"b{k}.json", rng, base_work))
+        files["head"].append(_gpu_file(tmp_path / f"h{k}.json", rng, head_work))
+    return files
+
+
+def test_a_launched_sync_flags_the_case_the_clock_cannot_see(gpu_runs):
+    head = merge_runs([load_results(p) for p in gpu_runs["head"]])
+    base = merge_runs([load_results(p) for p in gpu_runs["base"]])
+    judge = Judge(threshold=5.0, confirm_runs=2)
+    first = judge.judge(head, base)
+    rows = {r.name: r for r in first.rows}
+    sync = rows["test_rb_sample[rlpace-tensor-random-cuda]"]
+    assert sync.verdict is Verdict.WORSENED and sync.work_verdict == "regression"
+    assert sync.work_note.startswith(
+        "GPU work regression (kernels 6 → 8, syncs 0 → 1, copies 1 → 2"
+    )
+    assert rows["test_rb_sample[rlpace-tensor-slice-cuda]"].work_verdict == "same"
+    assert rows["test_x[a|b *c*]"].verdict is Verdict.WORSENED
+    assert rows["test_old[cuda]"].work_verdict is None
+    # exact counts need no fresh runs: the confirmation leaves these flags as they are
+    confirmed = judge.confirm(first, head, base)
+    kept = {r.name: r for r in confirmed.rows}
+    assert kept["test_rb_sample[rlpace-tensor-random-cuda]"].verdict is Verdict.WORSENED
+    assert kept["test_rb_sample[rlpace-tensor-random-cuda]"].confirmed is None
+
+
+def test_compare_writes_the_work_section_and_a_record_that_reads_back(gpu_runs, tmp_path):
+    out, record = tmp_path / "c.md", tmp_path / "c.json"
+    args = ["compare", "--head", *map(str, gpu_runs["head"]), "--base", *map(str, gpu_runs["base"])]
+    assert cli_main([*args, "-o", str(out), "--json", str(record), "--fail-on-regression"]) == 1
+    text = out.read_text()
+    assert "#### GPU work per call (torch profiler)" in text
+    assert (
+        "| test_rb_sample\\[rlpace-tensor-random-cuda] | **6 → 8** | **0 → 1** | **1 → 2** | **40 → 44** |"
+        in text
+    )
+    assert (
+        "| test_x\\[a\\|b \\*c\\*] | 4 | 0 | **0 → 1** | **12 → 13** |" in text
+    )  # escaped, the table intact
+    assert "3 GPU cases judged" in text
+    assert "3 of the timed ones also count the kernels, syncs, copies and aten ops" in text
+    data = json.loads(record.read_text())
+    data["pipeline"] = {"set": "gpu"}  # as pr's record of the set carries it
+    again = record_from_dict(data, source="gpu.json").comparison
+    row = next(r for r in again.rows if r.name.startswith("test_rb_sample[rlpace-tensor-random"))
+    assert (row.work_verdict, row.work_base["syncs"], row.work_head["syncs"]) == (
+        "regression",
+        0,
+        1,
+    )
+    assert row.work_moved == ("kernels", "syncs", "copies", "ops")
+    bad = next(r for r in data["rows"] if r["name"] == row.name)
+    bad["work_head"] = {"syncs": "1; see https://e.vil"}
+    with pytest.raises(BenchInputError, match=r"work_head.*expected.*Fix:"):
+        record_from_dict(data, source="gpu.json")
