@@ -11,7 +11,8 @@ For each case, one class with asv's ``params`` / ``param_names``, a ``version`` 
 from the case's source, a ``setup`` that
 builds the callable (raising ``NotImplementedError``, asv's skip, for a
 ``SkipCase`` or a missing CUDA device), ``time_case`` that calls it (synchronizing
-CUDA), ``teardown``, in the GPU set ``track_peak_cuda_memory``, and asv's ``timer``
+CUDA), ``teardown``, in the GPU set ``track_peak_cuda_memory`` and the GPU work counts
+``track_kernels`` / ``track_syncs`` / ``track_copies`` / ``track_ops``, and asv's ``timer``
 (``time.process_time``) for a case declared with ``timer="cpu"``.
 
 The suite directory is ``tests/benchmarks`` of this repository, or
@@ -172,7 +173,43 @@ def make_class(c: Any, set_name: str) -> type:
 
         track_peak_cuda_memory.unit = "bytes"
         attrs["track_peak_cuda_memory"] = track_peak_cuda_memory
+        for metric, unit in WORK_METRICS.items():
+            attrs[f"track_{metric}"] = _work_tracker(metric, unit)
     return type(c.name, (), attrs)
+
+
+WORK_METRICS = {
+    "kernels": "kernel launches",
+    "syncs": "syncs",
+    "copies": "copies",
+    "ops": "aten ops",
+}
+"""The GPU work counts tracked per call in the GPU set (rlpace.bench.device_work)."""
+
+
+def _skip(reason: str) -> Exception:
+    """asv's skip from inside a benchmark body (``SkipNotImplemented``, asv >= 0.6)."""
+    try:
+        from asv_runner.benchmarks.mark import SkipNotImplemented
+    except ImportError:  # pragma: no cover - older asv: recorded as failed, with the reason
+        return NotImplementedError(reason)
+    return SkipNotImplemented(reason)
+
+
+def _work_tracker(metric: str, unit: str):
+    """``track_<metric>``: the typical call's count of one GPU work metric, a series
+    without noise in asv's history. A commit whose rlpace cannot count skips it."""
+
+    def track(self, *args):
+        try:
+            from rlpace.bench.device_work import describe_counts, measure_device_work
+        except ImportError:
+            raise _skip("rlpace at this commit has no GPU work counts") from None
+        return describe_counts(measure_device_work(self._timed.fn))[metric]
+
+    track.__name__ = f"track_{metric}"
+    track.unit = unit
+    return track
 
 
 def expose(namespace: dict[str, Any], set_name: str) -> list[str]:

@@ -70,6 +70,16 @@ def test_every_case_becomes_a_class_with_asv_params(adapter):
     assert not hasattr(gpu, "test_counted")
     assert gpu.test_device.params == [[4], ["cuda"]]
     assert hasattr(gpu.test_device, "track_peak_cuda_memory")
+    units = {
+        m: getattr(gpu.test_device, f"track_{m}").unit
+        for m in ("kernels", "syncs", "copies", "ops")
+    }
+    assert units == {
+        "kernels": "kernel launches",
+        "syncs": "syncs",
+        "copies": "copies",
+        "ops": "aten ops",
+    }
     # asv's version follows each case's own body, not the shared generated method
     assert cls.version != cpu.test_device.version
     assert cpu.test_device.version == gpu.test_device.version
@@ -101,6 +111,24 @@ def test_gpu_class_skips_without_cuda(adapter):
     _, gpu, _ = adapter
     with pytest.raises(NotImplementedError, match="no CUDA device"):
         gpu.test_device().setup(4, "cuda")
+
+
+def test_gpu_work_trackers_count_the_call_and_skip_where_rlpace_cannot(adapter, monkeypatch):
+    """The GPU set's track_<metric> series: the typical call's count (here on the CPU,
+    so aten ops only), and asv's skip at a commit whose rlpace has no work counts."""
+    from types import SimpleNamespace
+
+    _, gpu, _ = adapter
+    bench = gpu.test_device()
+    x = torch.ones(8)
+    bench._timed = SimpleNamespace(fn=lambda: (x + 1) * 2)
+    one = bench.track_ops(4, "cuda")
+    bench._timed = SimpleNamespace(fn=lambda: ((x + 1) * 2).sum())
+    assert bench.track_ops(4, "cuda") > one > 0
+    assert bench.track_kernels(4, "cuda") == 0
+    monkeypatch.setitem(sys.modules, "rlpace.bench.device_work", None)  # an older rlpace
+    with pytest.raises(NotImplementedError, match="no GPU work counts"):
+        bench.track_syncs(4, "cuda")
 
 
 def test_asv_discovers_the_real_suite_in_both_sets():
