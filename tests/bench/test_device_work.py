@@ -65,7 +65,10 @@ def test_counts_of_the_same_code_repeat_and_a_real_change_moves_them():
     assert first["ops"] == again["ops"] and len(set(first["ops"])) == 1
     assert first["kernels"] == first["syncs"] == first["copies"] == [0] * 4
     assert min(changed["ops"]) > max(first["ops"])
-    assert compare_device_work("rb", changed, first).verdict == "regression"
+    regression = compare_device_work("rb", changed, first)
+    assert regression.verdict == "regression"
+    # what launched more: the copy's own operator leads the list
+    assert regression.names[0][:2] == ("aten::clone", 0.0) and regression.names[0][2] >= 1
     assert compare_device_work("rb", again, first).verdict == "same"
 
 
@@ -129,6 +132,24 @@ def test_events_are_counted_per_region_and_by_kind():
 def test_counts_not_in_the_expected_form_are_refused_with_the_reason(raw, reason):
     counts, why = device_work_of({"device_work": raw})
     assert counts is None and reason in why
+
+
+@pytest.mark.parametrize(
+    "names",
+    [
+        {"aten::add": -1},
+        {"aten::add": True},
+        {"": 1},
+        {"x" * 201: 1},
+        ["aten::add"],
+        {f"aten::op{i}": 1 for i in range(257)},
+    ],
+)
+def test_names_not_in_the_expected_form_are_dropped_and_the_counts_kept(names):
+    base = {**_work(kernels=1), "names": {"cudaLaunchKernel": 1}}
+    head = {**_work(kernels=2), "names": names}
+    change = compare_device_work("t", head, base)
+    assert (change.verdict, change.names) == ("regression", ())
 
 
 def test_a_file_without_counts_is_not_measured():
@@ -220,10 +241,21 @@ def gpu_runs(tmp_path):
         "test_x[a|b *c*]": _work(kernels=4, copies=0, ops=12),
         "test_old[cuda]": None,
     }
+    base_work["test_rb_sample[rlpace-tensor-random-cuda]"]["names"] = {
+        "aten::index": 1,
+        "cudaLaunchKernel": 6,
+    }
     head_work = dict(base_work)
-    head_work["test_rb_sample[rlpace-tensor-random-cuda]"] = _work(
-        kernels=8, syncs=1, copies=2, ops=44
-    )
+    head_work["test_rb_sample[rlpace-tensor-random-cuda]"] = {
+        **_work(kernels=8, syncs=1, copies=2, ops=44),
+        "names": {
+            "aten::index": 1,
+            "aten::isfinite": 2,
+            "cudaLaunchKernel": 8,
+            "cudaStreamSynchronize": 1,
+            "`x` | @user [l](https://e.vil)": 1,
+        },
+    }
     head_work["test_x[a|b *c*]"] = _work(kernels=4, copies=1, ops=13)
     files = {"base": [], "head": []}
     for k in range(2):
@@ -268,6 +300,11 @@ def test_compare_writes_the_work_section_and_a_record_that_reads_back(gpu_runs, 
     )  # escaped, the table intact
     assert "3 GPU cases judged" in text
     assert "3 of the timed ones also count the kernels, syncs, copies and aten ops" in text
+    why = text[text.index("<details><summary>What launched more or less in test_rb_sample") :]
+    assert why.index("`aten::isfinite` | 0 | 2 |") < why.index("`cudaStreamSynchronize` | 0 | 1 |")
+    assert "| `cudaLaunchKernel` | 6 | 8 |" in why and "aten::index" not in why
+    # a hostile name stays one inert code cell: no link, no mention, the table intact
+    assert "| `x \\| @user [l](https://e.vil)` | 0 | 1 |" in why
     data = json.loads(record.read_text())
     data["pipeline"] = {"set": "gpu"}  # as pr's record of the set carries it
     again = record_from_dict(data, source="gpu.json").comparison

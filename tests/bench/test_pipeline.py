@@ -671,6 +671,7 @@ def test_pr_judges_counted_cases_by_counts_and_times_them_once_a_side(tmp_path, 
 
 
 def test_the_printed_summary_gives_a_count_verdict_its_instructions_and_time():
+    """A count verdict prints its instructions and time, a GPU work verdict what moved."""
     import io
 
     from rich.console import Console
@@ -686,12 +687,15 @@ def test_the_printed_summary_gives_a_count_verdict_its_instructions_and_time():
         ),
         BenchmarkChange("t.py::b", "b", Verdict.WORSENED, median_change_pct=-30.0,
                         noise_pct=10.0, mdc_pct=12.0),
+        BenchmarkChange("t.py::c", "c[cuda]", Verdict.WORSENED, median_change_pct=4.0,
+                        work_verdict="regression", work_note="GPU work regression (syncs 1 → 5 per call)"),
     )  # fmt: skip
     console = Console(file=io.StringIO(), width=200)
     print_summary([SetOutcome("cpu", Comparison(rows=rows))], console)
     printed = console.file.getvalue()
     assert "worsened: a[1] instructions +2.5% (gate ±1.00%), time +3.2%" in printed
     assert "worsened: b -30.0% (noise +10.0%, detectable +12.0%)" in printed
+    assert "worsened: c[cuda] GPU work regression (syncs 1 → 5 per call)" in printed
 
 
 def test_pr_without_valgrind_times_every_case_every_repeat_and_says_why(tmp_path, monkeypatch):

@@ -231,6 +231,9 @@ class BenchmarkChange:
     """The same in head."""
     work_moved: tuple[str, ...] = ()
     """The metrics that moved between base and head (:mod:`rlpace.bench.device_work`)."""
+    work_names: Sequence[Sequence[Any]] | None = None
+    """For a case whose GPU work moved: ``[[event name, base, head], ...]``, the aten ops
+    and CUDA runtime calls whose count per call moved most (None: none kept)."""
     work_note: str | None = None
     """How the work counts and the time agree, or why the case was not measured."""
 

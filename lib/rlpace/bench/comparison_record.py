@@ -185,6 +185,7 @@ _ROW = {
         "work_verdict": {"type": ["string", "null"], "pattern": "^[a-z][a-z-]{0,31}$"},
         "work_base": {"anyOf": [{"type": "null"}, _WORK]},
         "work_head": {"anyOf": [{"type": "null"}, _WORK]},
+        "work_names": {"anyOf": [{"type": "null"}, _GROWTH]},
         "work_moved": {
             "type": "array",
             "maxItems": 8,
@@ -561,6 +562,8 @@ def _comparison(data: Mapping[str, Any]) -> Comparison:
             special["params"] = dict(row["params"])
         if row.get("work_moved") is not None:
             special["work_moved"] = tuple(row["work_moved"])
+        if row.get("work_names") is not None:
+            special["work_names"] = tuple(tuple(item) for item in row["work_names"])
         rows.append(BenchmarkChange(**_rebuilt(BenchmarkChange, row, special)))
     floor = data.get("noise_floor")
     prior = data.get("variance_prior")

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -56,14 +56,17 @@ __all__ = [
     "CALLS",
     "EXTRA_INFO_KEY",
     "METRICS",
+    "NAMES_KEPT",
     "TYPICAL_SHARE",
     "DeviceWorkChange",
     "apply_device_work",
     "compare_device_work",
     "count_events",
+    "count_names",
     "describe_counts",
     "device_work_of",
     "measure_device_work",
+    "names_of",
 ]
 
 EXTRA_INFO_KEY = "device_work"
@@ -80,6 +83,9 @@ METRICS = {
 TYPICAL_SHARE = 0.75
 """The share of calls that must count the same for that count to be a side's typical
 call (the others did occasional work: a buffer's wrap-around, an epoch's reshuffle)."""
+NAMES_KEPT = 64
+"""Event names kept per case (the most frequent), for "what launched more?"."""
+_NAME_LIMIT = 200
 _REGION = "rlpace::measured_call"
 _SYNC_NAMES = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")
 _MAX_CALLS = 64
@@ -110,6 +116,23 @@ def _in_region(event: Any) -> Any | None:
     return None
 
 
+def _counted(events: Any, calls: int) -> Iterator[tuple[int, str, tuple[str, ...]]]:
+    """``(call index, event name, metrics)`` of every counted event inside a region."""
+    for event in events:
+        metrics = _metrics_of(event.name)
+        if not metrics:
+            continue
+        region = _in_region(event)
+        if region is None:
+            continue
+        try:
+            index = int(region.name.rpartition("#")[2])
+        except ValueError:
+            continue
+        if 0 <= index < calls:
+            yield index, event.name, metrics
+
+
 def count_events(events: Any, calls: int) -> dict[str, list[int]]:
     """Per-call counts of each metric from profiler events (``prof.events()``) of
     ``calls`` regions named ``rlpace::measured_call#<i>``.
@@ -123,22 +146,29 @@ def count_events(events: Any, calls: int) -> dict[str, list[int]]:
         {'kernels': [1], 'syncs': [0], 'copies': [0], 'ops': [1]}
     """
     out = {metric: [0] * calls for metric in METRICS}
-    for event in events:
-        metrics = _metrics_of(event.name)
-        if not metrics:
-            continue
-        region = _in_region(event)
-        if region is None:
-            continue
-        try:
-            index = int(region.name.rpartition("#")[2])
-        except ValueError:
-            continue
-        if not 0 <= index < calls:
-            continue
+    for index, _, metrics in _counted(events, calls):
         for metric in metrics:
             out[metric][index] += 1
     return out
+
+
+def count_names(events: Any, calls: int, *, limit: int = NAMES_KEPT) -> dict[str, float]:
+    """Per counted event name (``aten::isfinite``, ``cudaLaunchKernel``, ...), its median
+    count per call; the ``limit`` most frequent names, for "what launched more?".
+
+    Example:
+        >>> from types import SimpleNamespace as E
+        >>> regions = [E(name=f"rlpace::measured_call#{i}", cpu_parent=None) for i in range(2)]
+        >>> events = [E(name="aten::add", cpu_parent=r) for r in regions]
+        >>> count_names([*regions, *events, E(name="aten::mul", cpu_parent=regions[0])], 2)
+        {'aten::add': 1.0, 'aten::mul': 0.5}
+    """
+    per_name: dict[str, list[int]] = {}
+    for index, name, _ in _counted(events, calls):
+        per_name.setdefault(name, [0] * calls)[index] += 1
+    medians = {name: float(statistics.median(v)) for name, v in per_name.items()}
+    kept = sorted(medians, key=lambda n: (-medians[n], n))[:limit]
+    return {name: medians[name] for name in sorted(kept)}
 
 
 def measure_device_work(
@@ -153,7 +183,9 @@ def measure_device_work(
 
     Returns:
         ``{"calls": n, "kernels": [...], "syncs": [...], "copies": [...], "ops": [...],
-        "profiler": "torch <version>"}``: one count per call for each metric.
+        "names": {...}, "profiler": "torch <version>"}``: one count per call for each
+        metric, and the median count per call of each event name
+        (:func:`count_names`).
 
     Example:
         >>> import torch
@@ -179,9 +211,11 @@ def measure_device_work(
                 fn()
             if cuda:
                 torch.cuda.synchronize()
+    events = prof.events()
     return {
         "calls": calls,
-        **count_events(prof.events(), calls),
+        **count_events(events, calls),
+        "names": count_names(events, calls),
         "profiler": f"torch {torch.__version__}",
     }
 
@@ -225,6 +259,55 @@ def device_work_of(extra_info: Any) -> tuple[dict[str, list[int]] | None, str]:
     return counts, ""
 
 
+def names_of(raw: Any) -> dict[str, float] | None:
+    """The per-name counts of a result's ``device_work`` (:func:`count_names`), or
+    None when absent or not in that form (then the comment just lists no names).
+
+    Example:
+        >>> names_of({"names": {"aten::add": 2.0}})
+        {'aten::add': 2.0}
+        >>> names_of({"names": {"aten::add": -1}}) is None
+        True
+    """
+    names = raw.get("names") if isinstance(raw, Mapping) else None
+    if not isinstance(names, Mapping) or len(names) > 4 * NAMES_KEPT:
+        return None
+    out = {}
+    for name, value in names.items():
+        if not (isinstance(name, str) and 0 < len(name) <= _NAME_LIMIT):
+            return None
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1e9:
+            return None
+        out[name] = float(value)
+    return out
+
+
+def _changed_names(head: Any, base: Any, limit: int = 12) -> tuple[tuple[str, float, float], ...]:
+    """The event names whose count per call moved most, ``(name, base, head)``: the
+    largest moves first and, among equal ones, syncs, copies and launches before ops
+    (a sync costs the most on a GPU).
+
+    Example:
+        >>> base = {"names": {"aten::add": 1, "cudaLaunchKernel": 1}}
+        >>> head = {"names": {"aten::add": 1, "aten::item": 1, "cudaStreamSynchronize": 1,
+        ...                   "cudaLaunchKernel": 3}}
+        >>> [name for name, _, _ in _changed_names(head, base)]
+        ['cudaLaunchKernel', 'cudaStreamSynchronize', 'aten::item']
+    """
+    h, b = names_of(head), names_of(base)
+    if h is None or b is None:
+        return ()
+    moved = [(n, b.get(n, 0.0), h.get(n, 0.0)) for n in {*h, *b} if h.get(n, 0.0) != b.get(n, 0.0)]
+    rank = {metric: i for i, metric in enumerate(("syncs", "copies", "kernels", "ops"))}
+
+    def order(item: tuple[str, float, float]) -> tuple[float, int, str]:
+        first = min((rank[m] for m in _metrics_of(item[0])), default=len(rank))
+        return (-abs(item[2] - item[1]), first, item[0])
+
+    moved.sort(key=order)
+    return tuple(moved[:limit])
+
+
 def describe_counts(counts: Mapping[str, list[int]]) -> dict[str, float]:
     """The median per call of each metric.
 
@@ -256,6 +339,10 @@ class DeviceWorkChange:
     """The metrics that moved (see the module doc)."""
     reason: str = ""
     """Why a case was not judged (``unmeasured``)."""
+    names: tuple[tuple[str, float, float], ...] = ()
+    """For a case whose work moved: the event names (aten ops, CUDA runtime calls)
+    whose count per call moved most, ``(name, base, head)``; empty when a side's file
+    keeps no names."""
 
     @property
     def flagged(self) -> bool:
@@ -305,7 +392,10 @@ def compare_device_work(test_id: str, head: Any, base: Any) -> DeviceWorkChange:
     down = tuple(m for m in METRICS if _direction(h[m], b[m]) < 0)
     verdict = "mixed" if up and down else "regression" if up else "improvement" if down else "same"
     moved = tuple(m for m in METRICS if m in up or m in down)
-    return DeviceWorkChange(test_id, verdict, describe_counts(b), describe_counts(h), moved)
+    names = _changed_names(head, base) if moved else ()
+    return DeviceWorkChange(
+        test_id, verdict, describe_counts(b), describe_counts(h), moved, names=names
+    )
 
 
 def _typical(values: list[int]) -> int | None:
@@ -404,6 +494,7 @@ def apply_device_work(comparison: Comparison, head: pd.DataFrame, base: pd.DataF
                 work_base=None if change.base is None else dict(change.base),
                 work_head=None if change.head is None else dict(change.head),
                 work_moved=change.moved,
+                work_names=change.names or None,
                 work_note=note,
             )
         )

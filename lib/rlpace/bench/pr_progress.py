@@ -139,6 +139,13 @@ def print_summary(outcomes: Sequence[SetOutcome], console: Console) -> None:
                     markup=False,
                 )
                 continue
+            if getattr(row, "work_verdict", None) in ("regression", "improvement"):
+                # judged on its GPU work counts: what moved first, the time beside it
+                console.print(
+                    f"  {row.verdict.value}: {row.name} {row.work_note}",
+                    markup=False,
+                )
+                continue
             console.print(
                 f"  {row.verdict.value}: {row.name} {_fmt(row.median_change_pct)} "
                 f"(noise {_fmt(row.noise_pct)}, detectable {_fmt(row.mdc_pct)})",
