@@ -124,7 +124,7 @@ def test_build_passes_with_warnings_as_errors_and_examples_run(built):
         "handbook/running",
         "handbook/pr-comment",
         "handbook/noise",
-        "handbook/gpu-work",
+        "handbook/work-counts",
         "handbook/asv-history",
         "handbook/github",
         "api/index",

@@ -11,7 +11,7 @@ For each case, one class with asv's ``params`` / ``param_names``, a ``version`` 
 from the case's source, a ``setup`` that
 builds the callable (raising ``NotImplementedError``, asv's skip, for a
 ``SkipCase`` or a missing CUDA device), ``time_case`` that calls it (synchronizing
-CUDA), ``teardown``, in the GPU set ``track_peak_cuda_memory`` and the GPU work counts
+CUDA), ``teardown``, in the GPU set ``track_peak_cuda_memory`` and the work counts
 ``track_kernels`` / ``track_syncs`` / ``track_copies`` / ``track_ops``, and asv's ``timer``
 (``time.process_time``) for a case declared with ``timer="cpu"``.
 
@@ -184,7 +184,7 @@ WORK_METRICS = {
     "copies": "copies",
     "ops": "aten ops",
 }
-"""The GPU work counts tracked per call in the GPU set (rlpace.bench.device_work)."""
+"""The work counts tracked per call in the GPU set (rlpace.bench.work_counts)."""
 
 
 def _skip(reason: str) -> Exception:
@@ -197,15 +197,15 @@ def _skip(reason: str) -> Exception:
 
 
 def _work_tracker(metric: str, unit: str):
-    """``track_<metric>``: the typical call's count of one GPU work metric, a series
+    """``track_<metric>``: the typical call's count of one work metric, a series
     without noise in asv's history. A commit whose rlpace cannot count skips it."""
 
     def track(self, *args):
         try:
-            from rlpace.bench.device_work import describe_counts, measure_device_work
+            from rlpace.bench.work_counts import describe_counts, measure_work_counts
         except ImportError:
-            raise _skip("rlpace at this commit has no GPU work counts") from None
-        return describe_counts(measure_device_work(self._timed.fn))[metric]
+            raise _skip("rlpace at this commit has no work counts") from None
+        return describe_counts(measure_work_counts(self._timed.fn))[metric]
 
     track.__name__ = f"track_{metric}"
     track.unit = unit

@@ -671,7 +671,7 @@ def test_pr_judges_counted_cases_by_counts_and_times_them_once_a_side(tmp_path, 
 
 
 def test_the_printed_summary_gives_a_count_verdict_its_instructions_and_time():
-    """A count verdict prints its instructions and time, a GPU work verdict what moved."""
+    """A count verdict prints its instructions and time, a work-count verdict what moved."""
     import io
 
     from rich.console import Console
@@ -688,14 +688,79 @@ def test_the_printed_summary_gives_a_count_verdict_its_instructions_and_time():
         BenchmarkChange("t.py::b", "b", Verdict.WORSENED, median_change_pct=-30.0,
                         noise_pct=10.0, mdc_pct=12.0),
         BenchmarkChange("t.py::c", "c[cuda]", Verdict.WORSENED, median_change_pct=4.0,
-                        work_verdict="regression", work_note="GPU work regression (syncs 1 → 5 per call)"),
+                        work_verdict="regression", work_note="work-count regression (syncs 1 → 5 per call)"),
     )  # fmt: skip
     console = Console(file=io.StringIO(), width=200)
     print_summary([SetOutcome("cpu", Comparison(rows=rows))], console)
     printed = console.file.getvalue()
     assert "worsened: a[1] instructions +2.5% (gate ±1.00%), time +3.2%" in printed
     assert "worsened: b -30.0% (noise +10.0%, detectable +12.0%)" in printed
-    assert "worsened: c[cuda] GPU work regression (syncs 1 → 5 per call)" in printed
+    assert "worsened: c[cuda] work-count regression (syncs 1 → 5 per call)" in printed
+
+
+WALL_CASES = """import threading
+
+import torch
+
+from rlpace.bench.suite import Timed, case
+
+
+@case()
+def test_batches():
+    chunks = [torch.full((64,), float(i)) for i in range(8)]
+
+    def work():
+        # a worker thread prepares the chunks, this thread assembles the batch
+        box = []
+        worker = threading.Thread(target=lambda: box.append([c + 1 for c in chunks]))
+        worker.start()
+        worker.join()
+        return torch.stack(box[0]){extra}
+
+    return Timed(work, items=8, unit="chunks")
+
+
+@case()
+def test_untouched():
+    x = torch.ones(256)
+    return Timed(lambda: (x * 2).sum(), items=256, unit="numbers")
+"""
+
+
+def test_pr_flags_a_wall_clock_case_whose_thread_launches_more_work(tmp_path, monkeypatch):
+    """A head that takes a defensive copy of each assembled batch (a real change the
+    clock cannot tell from noise at 25 %): the work counts of the calling thread flag
+    it, and nothing else; only the first run of each side counts."""
+    repo = _suite_repo(
+        tmp_path,
+        WALL_CASES.format(extra=""),
+        WALL_CASES.format(extra=".clone()"),
+        "head: a defensive copy of each batch",
+    )
+    monkeypatch.chdir(repo)
+    code = cli_main(
+        ["pr", "--base", "HEAD~1", "--repeats", "2", "--max-time", "0.02", "--threshold", "25"]
+        + ["--cache-dir", str(tmp_path / "cache"), "--no-counts", "--confirm", "0"]
+    )
+    assert code == 0
+    data = json.loads((repo / "reports" / "pr" / "cpu.json").read_text())
+    rows = {row["name"]: row for row in data["rows"]}
+    batches = rows["test_batches"]
+    assert batches["verdict"] == "worsened" and batches["work_verdict"] == "regression"
+    assert batches["work_moved"] == ["ops"] and batches["work_note"].startswith("work-count")
+    assert ["aten::clone", 0.0, 1.0] in batches["work_names"]
+    assert rows["test_untouched"]["work_verdict"] == "same"
+    assert rows["test_untouched"]["verdict"] != "worsened"
+    assert "#### Work per call (torch profiler)" in (repo / "reports" / "pr" / "cpu.md").read_text()
+
+    def counted(path):
+        ran = json.loads(path.read_text())["benchmarks"]
+        return sorted(b["name"] for b in ran if "work_counts" in b["extra_info"])
+
+    runs = tmp_path / "cache" / "runs" / "cpu"
+    for side in ("base", "head"):  # the counts repeat: the first run of a side keeps them
+        assert counted(runs / f"{side}-0.json") == ["test_batches", "test_untouched"]
+        assert counted(runs / f"{side}-1.json") == []
 
 
 def test_pr_without_valgrind_times_every_case_every_repeat_and_says_why(tmp_path, monkeypatch):

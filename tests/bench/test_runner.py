@@ -152,6 +152,9 @@ def test_run_command_applies_stable_settings_and_records_the_environment(
     probe_rlpace = by_name["test_probe[rlpace-8]"]
     assert probe_rlpace["options"]["disable_gc"] is True
     assert probe_rlpace["options"]["min_rounds"] == RunSettings().min_rounds
+    # a wall-clock case also counts what each call launches (none of it on CUDA here)
+    work = probe_rlpace["extra_info"].pop("work_counts")
+    assert work["calls"] == 8 and work["kernels"] == [0] * 8 and len(set(work["ops"])) == 1
     assert probe_rlpace["extra_info"] == {
         "note": "probe",
         "set": "cpu",
@@ -171,6 +174,7 @@ def test_cuda_timing_synchronizes_each_call_and_records_peak_memory(monkeypatch)
     """The GPU path of the suite plugin, with torch.cuda's calls recorded instead of run:
     the timing, then the work counts of more calls; a profiler error is kept, not raised."""
     import importlib.util
+    from types import SimpleNamespace
 
     spec = importlib.util.spec_from_file_location(
         "_suite_plugin_under_test", ROOT / "tests" / "benchmarks" / "conftest.py"
@@ -192,11 +196,12 @@ def test_cuda_timing_synchronizes_each_call_and_records_peak_memory(monkeypatch)
             for _ in range(3):
                 fn()
 
+    config = SimpleNamespace(rlpace_work_counts=True)
     bench = FakeBenchmark()
-    plugin._time_on_cuda(bench, lambda: events.append("call"))
+    plugin._time_on_cuda(bench, lambda: events.append("call"), config)
     # the timing, then the calls counted under the profiler (CPU activity alone here)
     assert events == ["sync", "reset"] + ["call", "sync"] * 3 + ["call"] * 8
-    work = bench.extra_info.pop("device_work")
+    work = bench.extra_info.pop("work_counts")
     assert bench.extra_info == {"peak_cuda_memory_bytes": 4096}
     assert (work["calls"], work["kernels"], work["ops"]) == (8, [0] * 8, [0] * 8)
 
@@ -208,8 +213,12 @@ def test_cuda_timing_synchronizes_each_call_and_records_peak_memory(monkeypatch)
             raise RuntimeError("CUPTI_ERROR_NOT_INITIALIZED")
 
     bench = FakeBenchmark()
-    plugin._time_on_cuda(bench, fails_after_timing)  # kept, not raised: the timing stands
-    assert bench.extra_info["device_work"] == {"error": "RuntimeError: CUPTI_ERROR_NOT_INITIALIZED"}
+    plugin._time_on_cuda(bench, fails_after_timing, config)  # kept, not raised: the timing stands
+    assert bench.extra_info["work_counts"] == {"error": "RuntimeError: CUPTI_ERROR_NOT_INITIALIZED"}
+
+    bench = FakeBenchmark()  # RLPACE_BENCH_WORK_COUNTS=0: the timing alone
+    plugin._time_on_cuda(bench, lambda: None, SimpleNamespace(rlpace_work_counts=False))
+    assert "work_counts" not in bench.extra_info
 
 
 def test_keyword_matching_nothing_is_an_input_error(suite_root, tmp_path):

@@ -15,10 +15,11 @@ Every result file also carries the environment metadata of
 :func:`rlpace.bench.environment.collect_environment` under ``machine_info["rlpace"]``,
 and every result's ``extra_info`` names its ``set``. Items of the GPU set carry the
 ``gpu`` marker. A case on CUDA is timed with
-``torch.cuda.synchronize()`` after each call and records ``peak_cuda_memory_bytes``
-and, from a few more calls under ``torch.profiler``, the kernels, syncs, copies and
-aten ops each call launched (``extra_info["device_work"]``, see
-:mod:`rlpace.bench.device_work`).
+``torch.cuda.synchronize()`` after each call and records ``peak_cuda_memory_bytes``.
+A case on CUDA or on the wall clock also records, from a few more calls under
+``torch.profiler``, the kernels, syncs, copies and aten ops each call launched from
+its thread (``extra_info["work_counts"]``, see :mod:`rlpace.bench.work_counts`;
+``$RLPACE_BENCH_WORK_COUNTS=0`` turns that off).
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ import os
 
 import pytest
 
-from rlpace.bench.device_work import EXTRA_INFO_KEY, measure_device_work
 from rlpace.bench.suite import SkipCase, clock_of, size_rounds
+from rlpace.bench.work_counts import ENV, EXTRA_INFO_KEY, counting_on, measure_work_counts
 
 
 def pytest_addoption(parser):
@@ -55,6 +56,10 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
+    try:
+        config.rlpace_work_counts = counting_on(os.environ.get(ENV))
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
     threads = config.getoption("--rlpace-threads")
     if threads is None and os.environ.get("RLPACE_BENCH_THREADS"):
         try:
@@ -157,7 +162,7 @@ def pytest_pyfunc_call(pyfuncitem):
         _use_clock(benchmark, clock_of(timer))
     try:
         if params.get("device") == "cuda":
-            _time_on_cuda(benchmark, timed.fn)
+            _time_on_cuda(benchmark, timed.fn, pyfuncitem.config)
         elif timer == "wall":
             _time_on_wall_clock(benchmark, timed.fn, pyfuncitem.config)
         else:
@@ -189,6 +194,8 @@ def _time_on_wall_clock(benchmark, fn, config):
         min_time=float(config.getoption("benchmark_min_time")),
     )
     benchmark.pedantic(fn, rounds=rounds, iterations=iterations)
+    if config.rlpace_work_counts:
+        benchmark.extra_info[EXTRA_INFO_KEY] = _work_counts(fn)
 
 
 def _use_clock(benchmark, clock):
@@ -206,7 +213,7 @@ def _use_clock(benchmark, clock):
     benchmark._timer = clock
 
 
-def _time_on_cuda(benchmark, fn):
+def _time_on_cuda(benchmark, fn, config):
     """Each timed call waits for the device; the peak memory of the timing is recorded."""
     import torch
 
@@ -219,15 +226,15 @@ def _time_on_cuda(benchmark, fn):
     torch.cuda.reset_peak_memory_stats()
     benchmark(synchronized)
     benchmark.extra_info["peak_cuda_memory_bytes"] = int(torch.cuda.max_memory_allocated())
-    if not benchmark.disabled:
-        benchmark.extra_info[EXTRA_INFO_KEY] = _device_work(fn)
+    if not benchmark.disabled and config.rlpace_work_counts:
+        benchmark.extra_info[EXTRA_INFO_KEY] = _work_counts(fn)
 
 
-def _device_work(fn):
+def _work_counts(fn):
     """The kernels, syncs, copies and aten ops of each of a few more calls, counted
-    after the timing (see :mod:`rlpace.bench.device_work`); an error is kept, not raised:
+    after the timing (see :mod:`rlpace.bench.work_counts`); an error is kept, not raised:
     the timing stands without the counts."""
     try:
-        return measure_device_work(fn)
+        return measure_work_counts(fn)
     except Exception as exc:  # the profiler can be missing or busy; the timing stands
         return {"error": f"{type(exc).__name__}: {exc}"[:300]}

@@ -222,17 +222,17 @@ class BenchmarkChange:
     (``{"native": [[name, base, head], ...], "python": [...], "bytecode": [...],
     "priced": [...]}``; ``priced``: calls per call into the allocator and the type cache)."""
     work_verdict: str | None = None
-    """The GPU work counts' verdict (``regression``, ``improvement``, ``mixed``,
-    ``same``, ``unmeasured``; see :mod:`rlpace.bench.device_work`), None for a case
+    """The work counts' verdict (``regression``, ``improvement``, ``mixed``,
+    ``same``, ``unmeasured``; see :mod:`rlpace.bench.work_counts`), None for a case
     with no counts on either side."""
     work_base: Mapping[str, float] | None = None
     """Kernels, syncs, copies and aten ops per call in base (medians over the calls)."""
     work_head: Mapping[str, float] | None = None
     """The same in head."""
     work_moved: tuple[str, ...] = ()
-    """The metrics that moved between base and head (:mod:`rlpace.bench.device_work`)."""
+    """The metrics that moved between base and head (:mod:`rlpace.bench.work_counts`)."""
     work_names: Sequence[Sequence[Any]] | None = None
-    """For a case whose GPU work moved: ``[[event name, base, head], ...]``, the aten ops
+    """For a case whose work counts moved: ``[[event name, base, head], ...]``, the aten ops
     and CUDA runtime calls whose count per call moved most (None: none kept)."""
     work_note: str | None = None
     """How the work counts and the time agree, or why the case was not measured."""

@@ -45,9 +45,9 @@ from rlpace.bench.compare import (
     confirm_verdicts,
 )
 from rlpace.bench.controls import noise_floor_from_controls
-from rlpace.bench.device_work import apply_device_work
 from rlpace.bench.errors import BenchInputError
 from rlpace.bench.gates import confirmation_fractions, process_prior, scale_gate_fraction
+from rlpace.bench.work_counts import apply_work_counts
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -247,7 +247,7 @@ class Judge:
                 alpha=self.alpha,
                 single_run_noise=self.single_run_noise,
             )
-        comparison = apply_device_work(self._compare(head, base), head, base)
+        comparison = apply_work_counts(self._compare(head, base), head, base)
         return self._cite(comparison, head)
 
     def flagged(self, comparison: Comparison) -> list[str]:
@@ -279,7 +279,7 @@ class Judge:
         that did not repeat. Rows the confirmation runs lack are not confirmed.
         ``names`` (default: every flagged benchmark) limits what is put to the
         confirmation; flags outside it are left as they are (``pr`` leaves out the
-        cases its count tier judges); so are flags a moved GPU work count decided.
+        cases its count tier judges); so are flags a moved work count decided.
 
         Example:
             >>> from rlpace.bench.results import results_from_records
@@ -289,7 +289,7 @@ class Judge:
             0
         """
         flagged = self.flagged(first)
-        # a GPU work count that moved is exact: fresh runs would count the same
+        # a work count that moved is exact: fresh runs would count the same
         exact = {r.fullname for r in first.rows if r.work_verdict in _WORK_DECIDES}
         asked = set(flagged if names is None else names) - exact
         names = [n for n in flagged if n in asked]

@@ -74,6 +74,7 @@ from rlpace.bench.runner import (
     stop_runs,
     suite_present,
 )
+from rlpace.bench.work_counts import ENV as WORK_COUNTS_ENV
 
 if TYPE_CHECKING:  # pragma: no cover
     from rlpace.bench.calibration import DuetCalibration
@@ -305,7 +306,8 @@ def run_interleaved(
             python=str(python),
             quiet=True,
             select=select,
-            environ=(environ or {}).get(side, {}),
+            # the work counts repeat from run to run: the first run of a side keeps them
+            environ={**(environ or {}).get(side, {}), **({WORK_COUNTS_ENV: "0"} if k else {})},
             cpu=cpu,
         )
 

@@ -140,7 +140,7 @@ def print_summary(outcomes: Sequence[SetOutcome], console: Console) -> None:
                 )
                 continue
             if getattr(row, "work_verdict", None) in ("regression", "improvement"):
-                # judged on its GPU work counts: what moved first, the time beside it
+                # judged on its work counts: what moved first, the time beside it
                 console.print(
                     f"  {row.verdict.value}: {row.name} {row.work_note}",
                     markup=False,

@@ -232,8 +232,8 @@ def sensitivity_text(comparison: Comparison, *, markdown: bool = True) -> str:
         text += (
             f" {s.work_counted} of the timed {'one' if n == 1 else 'ones'} also "
             f"{'counts' if s.work_counted == 1 else 'count'} the kernels, syncs, copies "
-            "and aten ops each call launches, and catch any change of those, whatever "
-            "its size in time."
+            "and aten ops each call launches from its thread, and catch any change of "
+            "those, whatever its size in time."
         )
     return text
 

@@ -53,7 +53,7 @@ LEVELS = (2.0, 5.0, 10.0)
 COUNT_VERDICTS = ("same", "regression", "improvement")
 """Count-tier verdicts that mean the counts judged the row."""
 WORK_VERDICTS = ("same", "regression", "improvement", "mixed")
-"""GPU work verdicts that mean the row's launched work was counted on both sides."""
+"""Work-count verdicts that mean the row's launched work was counted on both sides."""
 
 
 def detectable_pct(row: BenchmarkChange, threshold: float) -> tuple[float, str]:
@@ -100,9 +100,9 @@ class Sensitivity:
     controls: int = 0
     """Negative controls left out."""
     work_counted: int = 0
-    """Timed rows whose GPU work (kernels, syncs, copies, aten ops per call) was also
-    counted (:mod:`rlpace.bench.device_work`): they catch any change of that work,
-    whatever its size in time, and only the clock sees the rest."""
+    """Timed rows whose work (kernels, syncs, copies, aten ops per call) was also
+    counted (:mod:`rlpace.bench.work_counts`) and is not nothing: they catch any change
+    of that work, whatever its size in time, and only the clock sees the rest."""
 
     @property
     def judged(self) -> int:
@@ -159,6 +159,14 @@ class Sensitivity:
         return statistics.median(values) if values else math.nan
 
 
+def _launches(row: BenchmarkChange) -> bool:
+    """Whether the row's work was counted on both sides and its calls launch anything
+    from their thread (a case whose thread only waits for workers counts zeros)."""
+    return row.work_verdict in WORK_VERDICTS and any(
+        value > 0 for value in (row.work_base or {}).values()
+    )
+
+
 def sensitivity(comparison: Comparison) -> Sensitivity:
     """The :class:`Sensitivity` of ``comparison``.
 
@@ -179,5 +187,5 @@ def sensitivity(comparison: Comparison) -> Sensitivity:
             continue
         pct, source = detectable_pct(row, comparison.threshold)
         (counts if source == "counts" else timing).append((row.name, pct))
-        work += source == "timing" and row.work_verdict in WORK_VERDICTS
+        work += source == "timing" and _launches(row)
     return Sensitivity(comparison.threshold, tuple(timing), tuple(counts), controls, work)

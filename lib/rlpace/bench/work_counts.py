@@ -1,18 +1,22 @@
-"""GPU work counts: the kernels, syncs, copies and aten ops a GPU case launches per call.
+"""Work counts: the kernels, syncs, copies and aten ops a call launches, per call.
 
-On a shared GPU machine the time of the same code moves 17-35 % from process to
-process, so two timed runs a side only see changes of about ×3. What a call *asks
-the device to do* does not move with load: how many kernels it launches, how often
-the host waits for the device, how many copies it issues and how many aten operators
-it dispatches. A change that adds a sync, a copy or a kernel to a hot path moves
-these counts exactly, however busy the machine is. They are the GPU set's
-counterpart of the CPU set's instruction counts.
+Two kinds of case stay on the clock however noisy it is: the GPU set's (on a shared
+GPU machine the same code's time moves 17-35 % from process to process) and the CPU
+set's wall-clock cases (workers, threads, waits). What such a call *launches from its
+own thread* does not move with the machine: how many kernels, how often the host
+waits for the device, how many copies, how many aten operators. A change that adds a
+sync, a copy, a kernel or an operator to that path moves these counts exactly, however
+busy the machine is. For the GPU set they are the counterpart of the CPU set's
+instruction counts; for a wall-clock case they see the calling thread's share of the
+work (a collector's batch assembly), not its workers'.
 
-The suite's pytest plugin measures every case on CUDA once more after timing it
-(:func:`measure_device_work`: ``torch.profiler``, each of :data:`CALLS` calls in a
-region of its own) and keeps the per-call counts in the result's
-``extra_info["device_work"]``. :func:`compare_device_work` judges base against head
-per case, and :func:`apply_device_work` joins that to the timing comparison (the
+The suite's pytest plugin counts every CUDA case and every wall-clock case once more
+after timing it (:func:`measure_work_counts`: ``torch.profiler``, each of
+:data:`CALLS` calls in a region of its own) and keeps the per-call counts in the
+result's ``extra_info["work_counts"]`` (``$RLPACE_BENCH_WORK_COUNTS=0`` turns that
+off; ``rlpace-bench pr`` counts in the first run of each side, since the counts
+repeat). :func:`compare_work_counts` judges base against head per case, and
+:func:`apply_work_counts` joins that to the timing comparison (the
 :class:`~rlpace.bench.judge.Judge` does it, so ``compare`` and ``pr`` agree):
 
 - a metric *moved* when the typical head call counts more (or fewer) than the
@@ -22,19 +26,19 @@ per case, and :func:`apply_device_work` joins that to the timing comparison (the
   typical call, the metric moved only when every head call is beyond every base call,
   so work that varies with the sampled data does not flag;
 - **regression**: at least one metric rose and none fell. The row is flagged,
-  whatever the clock said ("GPU work regression; time did not move enough to flag");
+  whatever the clock said ("work-count regression; time did not move enough to flag");
 - **improvement**: at least one fell and none rose; the row is marked improved unless
   the clock flagged a regression;
 - **mixed** (some rose, some fell) and **same**: the timing verdict stands, with a note.
 
 What these counts do not see: a kernel that got slower without launching more (a
-bigger copy, a worse algorithm on the device), work on other threads, and the CPU
-work between launches beyond the aten ops dispatched. The clock still judges those.
+bigger copy, a worse algorithm on the device), Python work between operators, work in
+other threads or processes (a collector's workers). The clock still judges those.
 
 Example:
     >>> base = {"calls": 2, "kernels": [4, 4], "syncs": [0, 0], "copies": [1, 1], "ops": [9, 9]}
     >>> head = {"calls": 2, "kernels": [6, 6], "syncs": [2, 2], "copies": [1, 1], "ops": [13, 13]}
-    >>> change = compare_device_work("t", head, base)
+    >>> change = compare_work_counts("t", head, base)
     >>> change.verdict, change.moved
     ('regression', ('kernels', 'syncs', 'ops'))
 """
@@ -54,23 +58,27 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "CALLS",
+    "ENV",
     "EXTRA_INFO_KEY",
     "METRICS",
     "NAMES_KEPT",
     "TYPICAL_SHARE",
-    "DeviceWorkChange",
-    "apply_device_work",
-    "compare_device_work",
+    "WorkChange",
+    "apply_work_counts",
+    "compare_work_counts",
     "count_events",
     "count_names",
+    "counting_on",
     "describe_counts",
-    "device_work_of",
-    "measure_device_work",
+    "work_counts_of",
+    "measure_work_counts",
     "names_of",
 ]
 
-EXTRA_INFO_KEY = "device_work"
-"""Where a result keeps its counts: ``extra_info["device_work"]``."""
+EXTRA_INFO_KEY = "work_counts"
+"""Where a result keeps its counts: ``extra_info["work_counts"]``."""
+ENV = "RLPACE_BENCH_WORK_COUNTS"
+"""``0`` turns the counting off in the suite's plugin (``1``, or unset: on)."""
 CALLS = 8
 """Calls measured per case, each in a profiler region of its own."""
 METRICS = {
@@ -89,6 +97,24 @@ _NAME_LIMIT = 200
 _REGION = "rlpace::measured_call"
 _SYNC_NAMES = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")
 _MAX_CALLS = 64
+
+
+def counting_on(value: str | None) -> bool:
+    """Whether the suite counts, from the value of :data:`ENV` (None: unset).
+
+    Example:
+        >>> counting_on(None), counting_on("1"), counting_on("0")
+        (True, True, False)
+        >>> counting_on("maybe")
+        Traceback (most recent call last):
+        ...
+        ValueError: RLPACE_BENCH_WORK_COUNTS: expected 1 or 0, got 'maybe'; unset it or fix the value
+    """
+    if value is None or value.strip() in ("", "1"):
+        return True
+    if value.strip() == "0":
+        return False
+    raise ValueError(f"{ENV}: expected 1 or 0, got {value!r}; unset it or fix the value")
 
 
 def _metrics_of(name: str) -> tuple[str, ...]:
@@ -171,7 +197,7 @@ def count_names(events: Any, calls: int, *, limit: int = NAMES_KEPT) -> dict[str
     return {name: medians[name] for name in sorted(kept)}
 
 
-def measure_device_work(
+def measure_work_counts(
     fn: Callable[[], Any], *, calls: int = CALLS, cuda: bool | None = None
 ) -> dict[str, Any]:
     """Profile ``calls`` calls of ``fn`` (already warm) and return their per-call counts.
@@ -190,8 +216,8 @@ def measure_device_work(
     Example:
         >>> import torch
         >>> x = torch.ones(4)
-        >>> one = measure_device_work(lambda: x + 1, calls=2, cuda=False)
-        >>> two = measure_device_work(lambda: (x + 1) + 1, calls=2, cuda=False)
+        >>> one = measure_work_counts(lambda: x + 1, calls=2, cuda=False)
+        >>> two = measure_work_counts(lambda: (x + 1) + 1, calls=2, cuda=False)
         >>> two["ops"][0] > one["ops"][0] == one["ops"][1], two["kernels"]
         (True, [0, 0])
     """
@@ -220,18 +246,18 @@ def measure_device_work(
     }
 
 
-def device_work_of(extra_info: Any) -> tuple[dict[str, list[int]] | None, str]:
+def work_counts_of(extra_info: Any) -> tuple[dict[str, list[int]] | None, str]:
     """The counts a result's ``extra_info`` holds, checked: ``(counts, "")``, or
     ``(None, why)`` when there are none or they are not in the expected form (a file
     another tool wrote, or an error the plugin recorded).
 
     Example:
-        >>> device_work_of({"device_work": {"calls": 1, "kernels": [3], "syncs": [0],
+        >>> work_counts_of({"work_counts": {"calls": 1, "kernels": [3], "syncs": [0],
         ...                                 "copies": [0], "ops": [5]}})[0]["kernels"]
         [3]
-        >>> device_work_of({})
+        >>> work_counts_of({})
         (None, 'not measured')
-        >>> device_work_of({"device_work": {"kernels": "many"}})[1]
+        >>> work_counts_of({"work_counts": {"kernels": "many"}})[1]
         "expected {'calls': n, 'kernels': [n counts], ...}, got {'kernels': 'many'}"
     """
     if not isinstance(extra_info, Mapping) or EXTRA_INFO_KEY not in extra_info:
@@ -260,7 +286,7 @@ def device_work_of(extra_info: Any) -> tuple[dict[str, list[int]] | None, str]:
 
 
 def names_of(raw: Any) -> dict[str, float] | None:
-    """The per-name counts of a result's ``device_work`` (:func:`count_names`), or
+    """The per-name counts of a result's ``work_counts`` (:func:`count_names`), or
     None when absent or not in that form (then the comment just lists no names).
 
     Example:
@@ -320,11 +346,11 @@ def describe_counts(counts: Mapping[str, list[int]]) -> dict[str, float]:
 
 
 @dataclass(frozen=True)
-class DeviceWorkChange:
-    """One GPU case's work counts, base against head.
+class WorkChange:
+    """One case's work counts, base against head.
 
     Example:
-        >>> DeviceWorkChange("t", "same").flagged
+        >>> WorkChange("t", "same").flagged
         False
     """
 
@@ -353,7 +379,7 @@ class DeviceWorkChange:
         """The moved metrics as ``kernels 4 → 6, syncs 0 → 2`` (per call, medians).
 
         Example:
-            >>> DeviceWorkChange("t", "regression", {"kernels": 4, "syncs": 0},
+            >>> WorkChange("t", "regression", {"kernels": 4, "syncs": 0},
             ...                  {"kernels": 6, "syncs": 2}, ("kernels", "syncs")).summary()
             'kernels 4 → 6, syncs 0 → 2 per call'
         """
@@ -367,35 +393,33 @@ def _num(value: float) -> str:
     return f"{value:g}"
 
 
-def compare_device_work(test_id: str, head: Any, base: Any) -> DeviceWorkChange:
+def compare_work_counts(test_id: str, head: Any, base: Any) -> WorkChange:
     """Judge one case's counts (each ``{"calls": n, metric: [counts]}`` or
     ``extra_info``-style wrapped); see the module doc for the rules.
 
     Example:
         >>> same = {"calls": 1, "kernels": [4], "syncs": [0], "copies": [1], "ops": [9]}
-        >>> compare_device_work("t", same, same).verdict
+        >>> compare_work_counts("t", same, same).verdict
         'same'
-        >>> compare_device_work("t", None, same).verdict
+        >>> compare_work_counts("t", None, same).verdict
         'unmeasured'
     """
     h, why_h = (
-        device_work_of({EXTRA_INFO_KEY: head}) if head is not None else (None, "not measured")
+        work_counts_of({EXTRA_INFO_KEY: head}) if head is not None else (None, "not measured")
     )
     b, why_b = (
-        device_work_of({EXTRA_INFO_KEY: base}) if base is not None else (None, "not measured")
+        work_counts_of({EXTRA_INFO_KEY: base}) if base is not None else (None, "not measured")
     )
     if h is None or b is None:
         reasons = [f"{side}: {why}" for side, why in (("head", why_h), ("base", why_b)) if why]
         reason = why_h if why_h == why_b else "; ".join(reasons)
-        return DeviceWorkChange(test_id, "unmeasured", reason=reason)
+        return WorkChange(test_id, "unmeasured", reason=reason)
     up = tuple(m for m in METRICS if _direction(h[m], b[m]) > 0)
     down = tuple(m for m in METRICS if _direction(h[m], b[m]) < 0)
     verdict = "mixed" if up and down else "regression" if up else "improvement" if down else "same"
     moved = tuple(m for m in METRICS if m in up or m in down)
     names = _changed_names(head, base) if moved else ()
-    return DeviceWorkChange(
-        test_id, verdict, describe_counts(b), describe_counts(h), moved, names=names
-    )
+    return WorkChange(test_id, verdict, describe_counts(b), describe_counts(h), moved, names=names)
 
 
 def _typical(values: list[int]) -> int | None:
@@ -422,7 +446,7 @@ def _direction(head: list[int], base: list[int]) -> int:
 
 
 def _first_counts(frame: pd.DataFrame) -> dict[str, Any]:
-    """``fullname → extra_info["device_work"]`` of the first run that has it."""
+    """``fullname → extra_info["work_counts"]`` of the first run that has it."""
     out: dict[str, Any] = {}
     if frame is None or "extra_info" not in frame.columns:
         return out
@@ -432,21 +456,21 @@ def _first_counts(frame: pd.DataFrame) -> dict[str, Any]:
     return out
 
 
-def apply_device_work(comparison: Comparison, head: pd.DataFrame, base: pd.DataFrame) -> Comparison:
+def apply_work_counts(comparison: Comparison, head: pd.DataFrame, base: pd.DataFrame) -> Comparison:
     """Join the work counts of ``head`` and ``base`` (results tables) to the rows of
     ``comparison``; rows without counts on either side are left as they are.
 
     Example:
         >>> from rlpace.bench.compare import BenchmarkChange, Comparison, Verdict
         >>> from rlpace.bench.results import results_from_records
-        >>> w = lambda k: {"device_work": {"calls": 1, "kernels": [k], "syncs": [0],
+        >>> w = lambda k: {"work_counts": {"calls": 1, "kernels": [k], "syncs": [0],
         ...                                "copies": [0], "ops": [k]}}
         >>> base = results_from_records([{"fullname": "a", "data": [1.0], "extra_info": w(4)}])
         >>> head = results_from_records([{"fullname": "a", "data": [1.0], "extra_info": w(6)}])
         >>> rows = (BenchmarkChange("a", "a", Verdict.UNCHANGED, median_change_pct=-1.0),)
-        >>> row = apply_device_work(Comparison(rows=rows), head, base).rows[0]
+        >>> row = apply_work_counts(Comparison(rows=rows), head, base).rows[0]
         >>> row.verdict.value, row.work_note
-        ('worsened', 'GPU work regression (kernels 4 → 6, ops 4 → 6 per call); time did not move enough to flag (time +1.0%)')
+        ('worsened', 'work-count regression (kernels 4 → 6, ops 4 → 6 per call); time did not move enough to flag (time +1.0%)')
     """
     from rlpace.bench.compare import Verdict
 
@@ -458,7 +482,7 @@ def apply_device_work(comparison: Comparison, head: pd.DataFrame, base: pd.DataF
         if row.fullname not in heads and row.fullname not in bases:
             rows.append(row)
             continue
-        change = compare_device_work(row.name, heads.get(row.fullname), bases.get(row.fullname))
+        change = compare_work_counts(row.name, heads.get(row.fullname), bases.get(row.fullname))
         verdict, note = row.verdict, change.reason or None
         slower = -row.median_change_pct
         timed = f"time {slower:+.1f}%" if slower == slower else "time not measured"
@@ -466,25 +490,25 @@ def apply_device_work(comparison: Comparison, head: pd.DataFrame, base: pd.DataF
         if change.verdict == "regression":
             verdict = Verdict.WORSENED
             note = (
-                f"GPU work and time regression ({what})"
+                f"work-count and time regression ({what})"
                 if row.verdict is Verdict.WORSENED
-                else f"GPU work regression ({what}), though the clock says faster ({timed})"
+                else f"work-count regression ({what}), though the clock says faster ({timed})"
                 if row.verdict is Verdict.IMPROVED
-                else f"GPU work regression ({what}); time did not move enough to flag ({timed})"
+                else f"work-count regression ({what}); time did not move enough to flag ({timed})"
             )
         elif change.verdict == "improvement" and row.verdict is not Verdict.WORSENED:
             verdict = Verdict.IMPROVED
-            note = f"less GPU work ({what})" + (
+            note = f"less work launched ({what})" + (
                 "" if row.verdict is Verdict.IMPROVED else f"; time did not move ({timed})"
             )
         elif change.verdict == "improvement":
-            note = f"less GPU work ({what}), but the clock says slower: look at the kernels"
+            note = f"less work launched ({what}), but the clock says slower: look at the kernels and the code between the ops"
         elif change.verdict == "mixed":
-            note = f"GPU work moved both ways ({what}): the clock decides"
+            note = f"work counts moved both ways ({what}): the clock decides"
         elif change.verdict == "same" and row.verdict in (Verdict.WORSENED, Verdict.IMPROVED):
             note = (
-                "the launched work did not move: the kernels themselves, the host code "
-                "between them or the machine changed"
+                "the launched work did not move: the kernels, the code between the ops, "
+                "other threads or processes, or the machine changed"
             )
         rows.append(
             replace(

@@ -1,4 +1,4 @@
-"""GPU work counts: what a GPU case launches per call, judged base against head.
+"""Work counts: what a case on the clock launches per call, judged base against head.
 
 The CUDA half (kernel launches, syncs, copies) needs a GPU and is measured in the
 reports; here: the aten-op half on the CPU with real code, the event classification,
@@ -19,15 +19,15 @@ import torch
 from rlpace.bench.cli import main as cli_main
 from rlpace.bench.compare import Verdict
 from rlpace.bench.comparison_record import record_from_dict
-from rlpace.bench.device_work import (
-    compare_device_work,
-    count_events,
-    device_work_of,
-    measure_device_work,
-)
 from rlpace.bench.errors import BenchInputError
 from rlpace.bench.judge import Judge
 from rlpace.bench.results import load_results, merge_runs
+from rlpace.bench.work_counts import (
+    compare_work_counts,
+    count_events,
+    measure_work_counts,
+    work_counts_of,
+)
 
 
 def _work(calls: int = 4, **counts: list[int] | int) -> dict:
@@ -59,22 +59,22 @@ def test_counts_of_the_same_code_repeat_and_a_real_change_moves_them():
 
     for fn in (plain, with_copy):
         fn()
-    first = measure_device_work(plain, calls=4, cuda=False)
-    again = measure_device_work(plain, calls=4, cuda=False)
-    changed = measure_device_work(with_copy, calls=4, cuda=False)
+    first = measure_work_counts(plain, calls=4, cuda=False)
+    again = measure_work_counts(plain, calls=4, cuda=False)
+    changed = measure_work_counts(with_copy, calls=4, cuda=False)
     assert first["ops"] == again["ops"] and len(set(first["ops"])) == 1
     assert first["kernels"] == first["syncs"] == first["copies"] == [0] * 4
     assert min(changed["ops"]) > max(first["ops"])
-    regression = compare_device_work("rb", changed, first)
+    regression = compare_work_counts("rb", changed, first)
     assert regression.verdict == "regression"
     # what launched more: the copy's own operator leads the list
     assert regression.names[0][:2] == ("aten::clone", 0.0) and regression.names[0][2] >= 1
-    assert compare_device_work("rb", again, first).verdict == "same"
+    assert compare_work_counts("rb", again, first).verdict == "same"
 
 
 def test_measure_refuses_a_bad_number_of_calls():
     with pytest.raises(ValueError, match=r"calls: expected an integer in \[1, 64\], got 0"):
-        measure_device_work(lambda: None, calls=0, cuda=False)
+        measure_work_counts(lambda: None, calls=0, cuda=False)
 
 
 def test_events_are_counted_per_region_and_by_kind():
@@ -130,7 +130,7 @@ def test_events_are_counted_per_region_and_by_kind():
     ],
 )
 def test_counts_not_in_the_expected_form_are_refused_with_the_reason(raw, reason):
-    counts, why = device_work_of({"device_work": raw})
+    counts, why = work_counts_of({"work_counts": raw})
     assert counts is None and reason in why
 
 
@@ -148,13 +148,13 @@ def test_counts_not_in_the_expected_form_are_refused_with_the_reason(raw, reason
 def test_names_not_in_the_expected_form_are_dropped_and_the_counts_kept(names):
     base = {**_work(kernels=1), "names": {"cudaLaunchKernel": 1}}
     head = {**_work(kernels=2), "names": names}
-    change = compare_device_work("t", head, base)
+    change = compare_work_counts("t", head, base)
     assert (change.verdict, change.names) == ("regression", ())
 
 
 def test_a_file_without_counts_is_not_measured():
-    assert device_work_of({"set": "gpu"}) == (None, "not measured")
-    assert device_work_of(None) == (None, "not measured")
+    assert work_counts_of({"set": "gpu"}) == (None, "not measured")
+    assert work_counts_of(None) == (None, "not measured")
 
 
 # --- the verdict rules ----------------------------------------------------------------
@@ -167,9 +167,9 @@ def test_the_typical_call_decides_and_occasional_work_does_not():
     a1 = _work(8, ops=[94, 94, 94, 94, 94, 94, 143, 94])
     a2 = _work(8, ops=[94] * 8)
     changed = _work(8, ops=[97, 146, 97, 97, 97, 97, 97, 97])
-    assert compare_device_work("t", a2, a1).verdict == "same"
-    assert compare_device_work("t", a1, a2).verdict == "same"
-    moved = compare_device_work("t", changed, a1)
+    assert compare_work_counts("t", a2, a1).verdict == "same"
+    assert compare_work_counts("t", a1, a2).verdict == "same"
+    moved = compare_work_counts("t", changed, a1)
     assert (moved.verdict, moved.summary()) == ("regression", "ops 94 → 97 per call")
 
 
@@ -177,29 +177,29 @@ def test_without_a_typical_call_every_head_call_must_be_beyond_every_base_call()
     """Work that varies with the sampled data from call to call does not flag; a shift
     of the whole range does."""
     base = _work(4, ops=[45, 51, 45, 51])
-    assert compare_device_work("t", _work(4, ops=[51, 45, 45, 51]), base).verdict == "same"
-    assert compare_device_work("t", _work(4, ops=[47, 53, 47, 53]), base).verdict == "same"
-    assert compare_device_work("t", _work(4, ops=[52, 58, 52, 58]), base).verdict == "regression"
+    assert compare_work_counts("t", _work(4, ops=[51, 45, 45, 51]), base).verdict == "same"
+    assert compare_work_counts("t", _work(4, ops=[47, 53, 47, 53]), base).verdict == "same"
+    assert compare_work_counts("t", _work(4, ops=[52, 58, 52, 58]), base).verdict == "regression"
 
 
 def test_regression_improvement_and_mixed():
     base = _work(kernels=10, syncs=1, ops=30)
-    more = compare_device_work("t", _work(kernels=10, syncs=2, ops=30), base)
+    more = compare_work_counts("t", _work(kernels=10, syncs=2, ops=30), base)
     assert (more.verdict, more.moved, more.summary()) == (
         "regression",
         ("syncs",),
         "syncs 1 → 2 per call",
     )
-    less = compare_device_work("t", _work(kernels=8, syncs=1, ops=26), base)
+    less = compare_work_counts("t", _work(kernels=8, syncs=1, ops=26), base)
     assert (less.verdict, less.moved) == ("improvement", ("kernels", "ops"))
-    both = compare_device_work("t", _work(kernels=8, syncs=2, ops=30), base)
+    both = compare_work_counts("t", _work(kernels=8, syncs=2, ops=30), base)
     assert both.verdict == "mixed" and not both.flagged
 
 
 def test_unmeasured_sides_say_why():
     base = _work(kernels=3)
-    assert compare_device_work("t", None, base).reason == "head: not measured"
-    bad = compare_device_work("t", {"error": "boom"}, None)
+    assert compare_work_counts("t", None, base).reason == "head: not measured"
+    bad = compare_work_counts("t", {"error": "boom"}, None)
     assert bad.verdict == "unmeasured"
     assert bad.reason == "head: could not be measured: boom; base: not measured"
 
@@ -212,7 +212,7 @@ def _gpu_file(path: Path, rng, works: dict[str, dict | None], slower: float = 1.
     for name, work in works.items():
         extra = {"set": "gpu", "timer": "wall"}
         if work is not None:
-            extra["device_work"] = work
+            extra["work_counts"] = work
         data = (1e-4 * slower * rng.lognormal(0, 0.2, 60)).tolist()
         benchmarks.append(
             {
@@ -273,7 +273,7 @@ def test_a_launched_sync_flags_the_case_the_clock_cannot_see(gpu_runs):
     sync = rows["test_rb_sample[rlpace-tensor-random-cuda]"]
     assert sync.verdict is Verdict.WORSENED and sync.work_verdict == "regression"
     assert sync.work_note.startswith(
-        "GPU work regression (kernels 6 → 8, syncs 0 → 1, copies 1 → 2"
+        "work-count regression (kernels 6 → 8, syncs 0 → 1, copies 1 → 2"
     )
     assert rows["test_rb_sample[rlpace-tensor-slice-cuda]"].work_verdict == "same"
     assert rows["test_x[a|b *c*]"].verdict is Verdict.WORSENED
@@ -290,7 +290,7 @@ def test_compare_writes_the_work_section_and_a_record_that_reads_back(gpu_runs, 
     args = ["compare", "--head", *map(str, gpu_runs["head"]), "--base", *map(str, gpu_runs["base"])]
     assert cli_main([*args, "-o", str(out), "--json", str(record), "--fail-on-regression"]) == 1
     text = out.read_text()
-    assert "#### GPU work per call (torch profiler)" in text
+    assert "#### Work per call (torch profiler)" in text
     assert (
         "| test_rb_sample\\[rlpace-tensor-random-cuda] | **6 → 8** | **0 → 1** | **1 → 2** | **40 → 44** |"
         in text
@@ -298,7 +298,7 @@ def test_compare_writes_the_work_section_and_a_record_that_reads_back(gpu_runs, 
     assert (
         "| test_x\\[a\\|b \\*c\\*] | 4 | 0 | **0 → 1** | **12 → 13** |" in text
     )  # escaped, the table intact
-    assert "3 GPU cases judged" in text
+    assert "3 cases on the clock judged" in text
     assert "3 of the timed ones also count the kernels, syncs, copies and aten ops" in text
     why = text[text.index("<details><summary>What launched more or less in test_rb_sample") :]
     assert why.index("`aten::isfinite` | 0 | 2 |") < why.index("`cudaStreamSynchronize` | 0 | 1 |")
@@ -319,3 +319,21 @@ def test_compare_writes_the_work_section_and_a_record_that_reads_back(gpu_runs, 
     bad["work_head"] = {"syncs": "1; see https://e.vil"}
     with pytest.raises(BenchInputError, match=r"work_head.*expected.*Fix:"):
         record_from_dict(data, source="gpu.json")
+
+
+def test_the_sensitivity_line_claims_only_rows_whose_thread_launches_something():
+    """A wall-clock case whose calling thread only waits for its workers counts zeros:
+    it is not said to catch a change of its work."""
+    from rlpace.bench.compare import BenchmarkChange, Comparison
+    from rlpace.bench.sensitivity import sensitivity
+
+    zeros = {"kernels": 0, "syncs": 0, "copies": 0, "ops": 0}
+    rows = (
+        BenchmarkChange("t::a", "a", Verdict.UNCHANGED, median_change_pct=1.0, mdc_pct=9.0,
+                        work_verdict="same", work_base={**zeros, "ops": 84}, work_head={**zeros, "ops": 84}),
+        BenchmarkChange("t::b", "b", Verdict.UNCHANGED, median_change_pct=1.0, mdc_pct=9.0,
+                        work_verdict="same", work_base=zeros, work_head=zeros),
+        BenchmarkChange("t::c", "c", Verdict.UNCHANGED, median_change_pct=1.0, mdc_pct=9.0,
+                        work_verdict="unmeasured"),
+    )  # fmt: skip
+    assert sensitivity(Comparison(rows=rows)).work_counted == 1
