@@ -202,7 +202,8 @@ def _work_tracker(metric: str, unit: str):
 
     def track(self, *args):
         try:
-            from rlpace.bench.work_counts import describe_counts, measure_work_counts
+            from rlpace.bench.work_counts.measure import measure_work_counts
+            from rlpace.bench.work_counts.verdict import describe_counts
         except ImportError:
             raise _skip("rlpace at this commit has no work counts") from None
         return describe_counts(measure_work_counts(self._timed.fn))[metric]

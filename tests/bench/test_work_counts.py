@@ -22,12 +22,8 @@ from rlpace.bench.comparison_record import record_from_dict
 from rlpace.bench.errors import BenchInputError
 from rlpace.bench.judge import Judge
 from rlpace.bench.results import load_results, merge_runs
-from rlpace.bench.work_counts import (
-    compare_work_counts,
-    count_events,
-    measure_work_counts,
-    work_counts_of,
-)
+from rlpace.bench.work_counts.measure import count_events, measure_work_counts
+from rlpace.bench.work_counts.verdict import compare_work_counts, work_counts_of
 
 
 def _work(calls: int = 4, **counts: list[int] | int) -> dict:

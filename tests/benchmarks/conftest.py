@@ -29,7 +29,12 @@ import os
 import pytest
 
 from rlpace.bench.suite import SkipCase, clock_of, size_rounds
-from rlpace.bench.work_counts import ENV, EXTRA_INFO_KEY, counting_on, measure_work_counts
+from rlpace.bench.work_counts.measure import (
+    ENV,
+    EXTRA_INFO_KEY,
+    counting_on,
+    measure_work_counts,
+)
 
 
 def pytest_addoption(parser):

@@ -181,7 +181,7 @@ _ROW = {
         },
         "count_note": _text(500, null=True),
         "count_causes": {"anyOf": [{"type": "null"}, _CAUSES]},
-        # the work counts (rlpace.bench.work_counts.apply_work_counts)
+        # the work counts (rlpace.bench.work_counts.join.apply_work_counts)
         "work_verdict": {"type": ["string", "null"], "pattern": "^[a-z][a-z-]{0,31}$"},
         "work_base": {"anyOf": [{"type": "null"}, _WORK]},
         "work_head": {"anyOf": [{"type": "null"}, _WORK]},

@@ -47,7 +47,7 @@ from rlpace.bench.compare import (
 from rlpace.bench.controls import noise_floor_from_controls
 from rlpace.bench.errors import BenchInputError
 from rlpace.bench.gates import confirmation_fractions, process_prior, scale_gate_fraction
-from rlpace.bench.work_counts import apply_work_counts
+from rlpace.bench.work_counts.join import apply_work_counts
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd

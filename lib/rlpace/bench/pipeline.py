@@ -74,7 +74,7 @@ from rlpace.bench.runner import (
     stop_runs,
     suite_present,
 )
-from rlpace.bench.work_counts import ENV as WORK_COUNTS_ENV
+from rlpace.bench.work_counts.measure import ENV as WORK_COUNTS_ENV
 
 if TYPE_CHECKING:  # pragma: no cover
     from rlpace.bench.calibration import DuetCalibration

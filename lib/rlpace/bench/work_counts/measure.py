@@ -1,0 +1,206 @@
+"""Counting what a call launches: ``torch.profiler`` around each of a few calls.
+
+:func:`measure_work_counts` runs a (warm) callable :data:`CALLS` times under the
+profiler, each call in a ``record_function`` region of its own, and counts per call
+the events inside the region on the calling thread (:data:`METRICS`), plus the most
+frequent event names (:func:`count_names`). The suite's pytest plugin stores the
+result in ``extra_info[EXTRA_INFO_KEY]``; :data:`ENV` turns that off.
+
+Example:
+    >>> import torch
+    >>> x = torch.ones(4)
+    >>> measure_work_counts(lambda: x + 1, calls=2, cuda=False)["calls"]
+    2
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Iterator
+from typing import Any
+
+__all__ = [
+    "CALLS",
+    "ENV",
+    "EXTRA_INFO_KEY",
+    "MAX_CALLS",
+    "METRICS",
+    "NAMES_KEPT",
+    "count_events",
+    "count_names",
+    "counting_on",
+    "measure_work_counts",
+    "metrics_of",
+]
+
+EXTRA_INFO_KEY = "work_counts"
+"""Where a result keeps its counts: ``extra_info["work_counts"]``."""
+ENV = "RLPACE_BENCH_WORK_COUNTS"
+"""``0`` turns the counting off in the suite's plugin (``1``, or unset: on)."""
+CALLS = 8
+"""Calls measured per case, each in a profiler region of its own."""
+METRICS = {
+    "kernels": "kernel launches (CUDA runtime launch calls)",
+    "syncs": "host waits for the device (stream, event and device synchronizations)",
+    "copies": "memory copies and fills issued (cudaMemcpy*, cudaMemset*)",
+    "ops": "aten operators dispatched, nested ones included",
+}
+"""The metrics counted per call, and what each counts."""
+NAMES_KEPT = 64
+"""Event names kept per case (the most frequent), for "what launched more?"."""
+_REGION = "rlpace::measured_call"
+_SYNC_NAMES = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")
+MAX_CALLS = 64
+"""The most calls one measurement may make (and a result file may hold)."""
+
+
+def counting_on(value: str | None) -> bool:
+    """Whether the suite counts, from the value of :data:`ENV` (None: unset).
+
+    Example:
+        >>> counting_on(None), counting_on("1"), counting_on("0")
+        (True, True, False)
+        >>> counting_on("maybe")
+        Traceback (most recent call last):
+        ...
+        ValueError: RLPACE_BENCH_WORK_COUNTS: expected 1 or 0, got 'maybe'; unset it or fix the value
+    """
+    if value is None or value.strip() in ("", "1"):
+        return True
+    if value.strip() == "0":
+        return False
+    raise ValueError(f"{ENV}: expected 1 or 0, got {value!r}; unset it or fix the value")
+
+
+def metrics_of(name: str) -> tuple[str, ...]:
+    """The metrics one profiler event counts toward (none for most events).
+
+    Example:
+        >>> metrics_of("cudaMemcpy"), metrics_of("aten::add"), metrics_of("cudaGetDevice")
+        (('copies', 'syncs'), ('ops',), ())
+    """
+    if name.startswith("aten::"):
+        return ("ops",)
+    if name == "cudaMemcpy":  # the plain (not Async) copy waits for the device too
+        return ("copies", "syncs")
+    if name in _SYNC_NAMES:
+        return ("syncs",)
+    if name.startswith(("cudaMemcpy", "cudaMemset", "cuMemcpy", "cuMemset")):
+        return ("copies",)
+    if "LaunchKernel" in name or name in ("cudaGraphLaunch", "cuGraphLaunch"):
+        return ("kernels",)
+    return ()
+
+
+def _in_region(event: Any) -> Any | None:
+    """The measured-call region ``event`` runs inside (None: outside every region)."""
+    parent = event.cpu_parent
+    while parent is not None:
+        if parent.name.startswith(_REGION):
+            return parent
+        parent = parent.cpu_parent
+    return None
+
+
+def _counted(events: Any, calls: int) -> Iterator[tuple[int, str, tuple[str, ...]]]:
+    """``(call index, event name, metrics)`` of every counted event inside a region."""
+    for event in events:
+        metrics = metrics_of(event.name)
+        if not metrics:
+            continue
+        region = _in_region(event)
+        if region is None:
+            continue
+        try:
+            index = int(region.name.rpartition("#")[2])
+        except ValueError:
+            continue
+        if 0 <= index < calls:
+            yield index, event.name, metrics
+
+
+def count_events(events: Any, calls: int) -> dict[str, list[int]]:
+    """Per-call counts of each metric from profiler events (``prof.events()``) of
+    ``calls`` regions named ``rlpace::measured_call#<i>``.
+
+    Example:
+        >>> from types import SimpleNamespace as E
+        >>> region = E(name="rlpace::measured_call#0", cpu_parent=None)
+        >>> ops = [E(name="aten::add", cpu_parent=region), E(name="cudaLaunchKernel",
+        ...        cpu_parent=E(name="aten::add", cpu_parent=region))]
+        >>> count_events([region, *ops], 1)
+        {'kernels': [1], 'syncs': [0], 'copies': [0], 'ops': [1]}
+    """
+    out = {metric: [0] * calls for metric in METRICS}
+    for index, _, metrics in _counted(events, calls):
+        for metric in metrics:
+            out[metric][index] += 1
+    return out
+
+
+def count_names(events: Any, calls: int, *, limit: int = NAMES_KEPT) -> dict[str, float]:
+    """Per counted event name (``aten::isfinite``, ``cudaLaunchKernel``, ...), its median
+    count per call; the ``limit`` most frequent names, for "what launched more?".
+
+    Example:
+        >>> from types import SimpleNamespace as E
+        >>> regions = [E(name=f"rlpace::measured_call#{i}", cpu_parent=None) for i in range(2)]
+        >>> events = [E(name="aten::add", cpu_parent=r) for r in regions]
+        >>> count_names([*regions, *events, E(name="aten::mul", cpu_parent=regions[0])], 2)
+        {'aten::add': 1.0, 'aten::mul': 0.5}
+    """
+    per_name: dict[str, list[int]] = {}
+    for index, name, _ in _counted(events, calls):
+        per_name.setdefault(name, [0] * calls)[index] += 1
+    medians = {name: float(statistics.median(v)) for name, v in per_name.items()}
+    kept = sorted(medians, key=lambda n: (-medians[n], n))[:limit]
+    return {name: medians[name] for name in sorted(kept)}
+
+
+def measure_work_counts(
+    fn: Callable[[], Any], *, calls: int = CALLS, cuda: bool | None = None
+) -> dict[str, Any]:
+    """Profile ``calls`` calls of ``fn`` (already warm) and return their per-call counts.
+
+    Each call runs in a ``record_function`` region of its own, and the device is
+    synchronized between calls outside the regions, so the harness's own waits are not
+    counted. ``cuda`` (default: whether CUDA is available) adds the CUDA activity;
+    without it only ``ops`` can be non-zero.
+
+    Returns:
+        ``{"calls": n, "kernels": [...], "syncs": [...], "copies": [...], "ops": [...],
+        "names": {...}, "profiler": "torch <version>"}``: one count per call for each
+        metric, and the median count per call of each event name
+        (:func:`count_names`).
+
+    Example:
+        >>> import torch
+        >>> x = torch.ones(4)
+        >>> one = measure_work_counts(lambda: x + 1, calls=2, cuda=False)
+        >>> two = measure_work_counts(lambda: (x + 1) + 1, calls=2, cuda=False)
+        >>> two["ops"][0] > one["ops"][0] == one["ops"][1], two["kernels"]
+        (True, [0, 0])
+    """
+    import torch
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    if not isinstance(calls, int) or not 1 <= calls <= MAX_CALLS:
+        raise ValueError(f"calls: expected an integer in [1, {MAX_CALLS}], got {calls!r}")
+    if cuda is None:
+        cuda = torch.cuda.is_available()
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    if cuda:
+        torch.cuda.synchronize()
+    with profile(activities=activities) as prof:
+        for i in range(calls):
+            with record_function(f"{_REGION}#{i}"):
+                fn()
+            if cuda:
+                torch.cuda.synchronize()
+    events = prof.events()
+    return {
+        "calls": calls,
+        **count_events(events, calls),
+        "names": count_names(events, calls),
+        "profiler": f"torch {torch.__version__}",
+    }

@@ -1,0 +1,242 @@
+"""Judging work counts: one case's counts, base against head.
+
+:func:`work_counts_of` checks what a result file holds (a file another tool wrote is
+reported, never trusted), :func:`compare_work_counts` compares each metric's typical
+call (:data:`TYPICAL_SHARE`) and gives a :class:`WorkChange`: ``regression``,
+``improvement``, ``mixed``, ``same`` or ``unmeasured``, with the event names whose
+count moved most. Pure: no profiler, no files.
+
+Example:
+    >>> same = {"calls": 1, "kernels": [4], "syncs": [0], "copies": [1], "ops": [9]}
+    >>> compare_work_counts("t", same, same).verdict
+    'same'
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from rlpace.bench.work_counts.measure import (
+    EXTRA_INFO_KEY,
+    MAX_CALLS,
+    METRICS,
+    NAMES_KEPT,
+    metrics_of,
+)
+
+__all__ = [
+    "TYPICAL_SHARE",
+    "WorkChange",
+    "compare_work_counts",
+    "describe_counts",
+    "names_of",
+    "work_counts_of",
+]
+
+TYPICAL_SHARE = 0.75
+"""The share of calls that must count the same for that count to be a side's typical
+call (the others did occasional work: a buffer's wrap-around, an epoch's reshuffle)."""
+_NAME_LIMIT = 200
+
+
+def work_counts_of(extra_info: Any) -> tuple[dict[str, list[int]] | None, str]:
+    """The counts a result's ``extra_info`` holds, checked: ``(counts, "")``, or
+    ``(None, why)`` when there are none or they are not in the expected form (a file
+    another tool wrote, or an error the plugin recorded).
+
+    Example:
+        >>> work_counts_of({"work_counts": {"calls": 1, "kernels": [3], "syncs": [0],
+        ...                                 "copies": [0], "ops": [5]}})[0]["kernels"]
+        [3]
+        >>> work_counts_of({})
+        (None, 'not measured')
+        >>> work_counts_of({"work_counts": {"kernels": "many"}})[1]
+        "expected {'calls': n, 'kernels': [n counts], ...}, got {'kernels': 'many'}"
+    """
+    if not isinstance(extra_info, Mapping) or EXTRA_INFO_KEY not in extra_info:
+        return None, "not measured"
+    raw = extra_info[EXTRA_INFO_KEY]
+    if isinstance(raw, Mapping) and isinstance(raw.get("error"), str):
+        return None, f"could not be measured: {raw['error'][:200]}"
+    calls = raw.get("calls") if isinstance(raw, Mapping) else None
+    ok = isinstance(calls, int) and not isinstance(calls, bool) and 1 <= calls <= MAX_CALLS
+    counts: dict[str, list[int]] = {}
+    for metric in METRICS if ok else ():
+        values = raw.get(metric)
+        if not (
+            isinstance(values, list)
+            and len(values) == calls
+            and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values)
+        ):
+            ok = False
+            break
+        counts[metric] = list(values)
+    if not ok:
+        shown = repr(raw)
+        shown = shown if len(shown) <= 120 else shown[:117] + "..."
+        return None, f"expected {{'calls': n, 'kernels': [n counts], ...}}, got {shown}"
+    return counts, ""
+
+
+def names_of(raw: Any) -> dict[str, float] | None:
+    """The per-name counts of a result's ``work_counts`` (:func:`count_names`), or
+    None when absent or not in that form (then the comment just lists no names).
+
+    Example:
+        >>> names_of({"names": {"aten::add": 2.0}})
+        {'aten::add': 2.0}
+        >>> names_of({"names": {"aten::add": -1}}) is None
+        True
+    """
+    names = raw.get("names") if isinstance(raw, Mapping) else None
+    if not isinstance(names, Mapping) or len(names) > 4 * NAMES_KEPT:
+        return None
+    out = {}
+    for name, value in names.items():
+        if not (isinstance(name, str) and 0 < len(name) <= _NAME_LIMIT):
+            return None
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1e9:
+            return None
+        out[name] = float(value)
+    return out
+
+
+def _changed_names(head: Any, base: Any, limit: int = 12) -> tuple[tuple[str, float, float], ...]:
+    """The event names whose count per call moved most, ``(name, base, head)``: the
+    largest moves first and, among equal ones, syncs, copies and launches before ops
+    (a sync costs the most on a GPU).
+
+    Example:
+        >>> base = {"names": {"aten::add": 1, "cudaLaunchKernel": 1}}
+        >>> head = {"names": {"aten::add": 1, "aten::item": 1, "cudaStreamSynchronize": 1,
+        ...                   "cudaLaunchKernel": 3}}
+        >>> [name for name, _, _ in _changed_names(head, base)]
+        ['cudaLaunchKernel', 'cudaStreamSynchronize', 'aten::item']
+    """
+    h, b = names_of(head), names_of(base)
+    if h is None or b is None:
+        return ()
+    moved = [(n, b.get(n, 0.0), h.get(n, 0.0)) for n in {*h, *b} if h.get(n, 0.0) != b.get(n, 0.0)]
+    rank = {metric: i for i, metric in enumerate(("syncs", "copies", "kernels", "ops"))}
+
+    def order(item: tuple[str, float, float]) -> tuple[float, int, str]:
+        first = min((rank[m] for m in metrics_of(item[0])), default=len(rank))
+        return (-abs(item[2] - item[1]), first, item[0])
+
+    moved.sort(key=order)
+    return tuple(moved[:limit])
+
+
+def describe_counts(counts: Mapping[str, list[int]]) -> dict[str, float]:
+    """The median per call of each metric.
+
+    Example:
+        >>> describe_counts({"kernels": [3, 3, 4], "syncs": [0, 0, 0], "copies": [1, 1, 1],
+        ...                  "ops": [7, 7, 7]})
+        {'kernels': 3, 'syncs': 0, 'copies': 1, 'ops': 7}
+    """
+    return {m: statistics.median(counts[m]) for m in METRICS if m in counts}
+
+
+@dataclass(frozen=True)
+class WorkChange:
+    """One case's work counts, base against head.
+
+    Example:
+        >>> WorkChange("t", "same").flagged
+        False
+    """
+
+    test_id: str
+    verdict: str
+    """``regression``, ``improvement``, ``mixed``, ``same`` or ``unmeasured``."""
+    base: Mapping[str, float] | None = None
+    """Median per call of each metric in base (None: unmeasured)."""
+    head: Mapping[str, float] | None = None
+    """Median per call of each metric in head (None: unmeasured)."""
+    moved: tuple[str, ...] = ()
+    """The metrics that moved (see the module doc)."""
+    reason: str = ""
+    """Why a case was not judged (``unmeasured``)."""
+    names: tuple[tuple[str, float, float], ...] = ()
+    """For a case whose work moved: the event names (aten ops, CUDA runtime calls)
+    whose count per call moved most, ``(name, base, head)``; empty when a side's file
+    keeps no names."""
+
+    @property
+    def flagged(self) -> bool:
+        """Whether the counts say the head launches more work."""
+        return self.verdict == "regression"
+
+    def summary(self) -> str:
+        """The moved metrics as ``kernels 4 → 6, syncs 0 → 2`` (per call, medians).
+
+        Example:
+            >>> WorkChange("t", "regression", {"kernels": 4, "syncs": 0},
+            ...                  {"kernels": 6, "syncs": 2}, ("kernels", "syncs")).summary()
+            'kernels 4 → 6, syncs 0 → 2 per call'
+        """
+        if not self.moved or self.base is None or self.head is None:
+            return ""
+        parts = [f"{m} {_num(self.base[m])} → {_num(self.head[m])}" for m in self.moved]
+        return ", ".join(parts) + " per call"
+
+
+def _num(value: float) -> str:
+    return f"{value:g}"
+
+
+def compare_work_counts(test_id: str, head: Any, base: Any) -> WorkChange:
+    """Judge one case's counts (each ``{"calls": n, metric: [counts]}`` or
+    ``extra_info``-style wrapped); see the module doc for the rules.
+
+    Example:
+        >>> same = {"calls": 1, "kernels": [4], "syncs": [0], "copies": [1], "ops": [9]}
+        >>> compare_work_counts("t", same, same).verdict
+        'same'
+        >>> compare_work_counts("t", None, same).verdict
+        'unmeasured'
+    """
+    h, why_h = (
+        work_counts_of({EXTRA_INFO_KEY: head}) if head is not None else (None, "not measured")
+    )
+    b, why_b = (
+        work_counts_of({EXTRA_INFO_KEY: base}) if base is not None else (None, "not measured")
+    )
+    if h is None or b is None:
+        reasons = [f"{side}: {why}" for side, why in (("head", why_h), ("base", why_b)) if why]
+        reason = why_h if why_h == why_b else "; ".join(reasons)
+        return WorkChange(test_id, "unmeasured", reason=reason)
+    up = tuple(m for m in METRICS if _direction(h[m], b[m]) > 0)
+    down = tuple(m for m in METRICS if _direction(h[m], b[m]) < 0)
+    verdict = "mixed" if up and down else "regression" if up else "improvement" if down else "same"
+    moved = tuple(m for m in METRICS if m in up or m in down)
+    names = _changed_names(head, base) if moved else ()
+    return WorkChange(test_id, verdict, describe_counts(b), describe_counts(h), moved, names=names)
+
+
+def _typical(values: list[int]) -> int | None:
+    """The count most calls share, when at least :data:`TYPICAL_SHARE` of them do."""
+    value, calls = Counter(values).most_common(1)[0]
+    return value if calls >= TYPICAL_SHARE * len(values) else None
+
+
+def _direction(head: list[int], base: list[int]) -> int:
+    """+1 when head's calls count more than base's, -1 when fewer, 0 when they do not
+    differ: typical call against typical call where both sides have one, else every
+    call against every call.
+
+    Example:
+        >>> _direction([97, 146, 97, 97, 97, 97, 97, 97], [94, 94, 94, 94, 94, 94, 143, 94])
+        1
+        >>> _direction([45, 51, 45, 51], [45, 45, 51, 51]), _direction([60, 61], [45, 51])
+        (0, 1)
+    """
+    th, tb = _typical(head), _typical(base)
+    if th is not None and tb is not None:
+        return (th > tb) - (th < tb)
+    return 1 if min(head) > max(base) else -1 if max(head) < min(base) else 0
