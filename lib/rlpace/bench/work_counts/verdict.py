@@ -83,7 +83,8 @@ def work_counts_of(extra_info: Any) -> tuple[dict[str, list[int]] | None, str]:
 
 
 def names_of(raw: Any) -> dict[str, float] | None:
-    """The per-name counts of a result's ``work_counts`` (:func:`count_names`), or
+    """The per-name counts of a result's ``work_counts``
+    (:func:`~rlpace.bench.work_counts.measure.count_names`), or
     None when absent or not in that form (then the comment just lists no names).
 
     Example:
@@ -191,8 +192,9 @@ def _num(value: float) -> str:
 
 
 def compare_work_counts(test_id: str, head: Any, base: Any) -> WorkChange:
-    """Judge one case's counts (each ``{"calls": n, metric: [counts]}`` or
-    ``extra_info``-style wrapped); see the module doc for the rules.
+    """Judge one case's counts: ``head`` and ``base`` are each side's
+    ``extra_info["work_counts"]`` (``{"calls": n, metric: [counts], ...}``) or None;
+    the rules are :mod:`rlpace.bench.work_counts`'s.
 
     Example:
         >>> same = {"calls": 1, "kernels": [4], "syncs": [0], "copies": [1], "ops": [9]}
