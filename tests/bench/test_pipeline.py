@@ -595,22 +595,29 @@ def test_on_the_clock():
 """
 
 
-def _pr_on_a_range_check(tmp_path: Path, monkeypatch) -> Path:
-    """``pr`` (2 repeats, threshold 25 %) over a head whose ``test_computes`` also checks
-    a twentieth of its data; returns the repository (the reports are under it)."""
-    repo = _suite_repo(
-        tmp_path,
-        COUNTED_CASES.format(extra=""),
-        COUNTED_CASES.format(extra="_check(DATA[: len(DATA) // 20])"),
-        "head: a range check in test_computes",
-    )
+def _pr_over(tmp_path: Path, monkeypatch, cases: str, head_extra: str, message: str, *args):
+    """``pr`` (2 repeats, threshold 25 %) of a head whose suite is ``cases`` with
+    ``{extra}`` filled by ``head_extra`` (base: empty); returns the repository (the
+    reports are under it)."""
+    repo = _suite_repo(tmp_path, cases.format(extra=""), cases.format(extra=head_extra), message)
     monkeypatch.chdir(repo)
     code = cli_main(
         ["pr", "--base", "HEAD~1", "--repeats", "2", "--max-time", "0.02", "--threshold", "25"]
-        + ["--cache-dir", str(tmp_path / "cache")]
+        + ["--cache-dir", str(tmp_path / "cache"), *args]
     )
     assert code == 0
     return repo
+
+
+def _pr_on_a_range_check(tmp_path: Path, monkeypatch) -> Path:
+    """``pr`` over a head whose ``test_computes`` also checks a twentieth of its data."""
+    return _pr_over(
+        tmp_path,
+        monkeypatch,
+        COUNTED_CASES,
+        "_check(DATA[: len(DATA) // 20])",
+        "head: a range check in test_computes",
+    )
 
 
 @pytest.mark.skipif(
@@ -731,18 +738,14 @@ def test_pr_flags_a_wall_clock_case_whose_thread_launches_more_work(tmp_path, mo
     """A head that takes a defensive copy of each assembled batch (a real change the
     clock cannot tell from noise at 25 %): the work counts of the calling thread flag
     it, and nothing else; only the first run of each side counts."""
-    repo = _suite_repo(
+    repo = _pr_over(
         tmp_path,
-        WALL_CASES.format(extra=""),
-        WALL_CASES.format(extra=".clone()"),
+        monkeypatch,
+        WALL_CASES,
+        ".clone()",
         "head: a defensive copy of each batch",
+        *("--no-counts", "--confirm", "0"),
     )
-    monkeypatch.chdir(repo)
-    code = cli_main(
-        ["pr", "--base", "HEAD~1", "--repeats", "2", "--max-time", "0.02", "--threshold", "25"]
-        + ["--cache-dir", str(tmp_path / "cache"), "--no-counts", "--confirm", "0"]
-    )
-    assert code == 0
     data = json.loads((repo / "reports" / "pr" / "cpu.json").read_text())
     rows = {row["name"]: row for row in data["rows"]}
     batches = rows["test_batches"]
