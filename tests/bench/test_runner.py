@@ -170,6 +170,39 @@ def test_run_command_applies_stable_settings_and_records_the_environment(
     assert nap["stats"]["median"] < 0.005 < 0.019 < nap_wall["stats"]["median"]
 
 
+def test_counting_a_wall_clock_case_never_touches_cuda(monkeypatch):
+    """The CPU set's wall-clock cases are counted on the CPU alone, even where CUDA is
+    available: initializing it in a process that then forks collector workers is
+    not the plugin's call to make."""
+    import importlib.util
+    from types import SimpleNamespace
+
+    spec = importlib.util.spec_from_file_location(
+        "_suite_plugin_wall_clock", ROOT / "tests" / "benchmarks" / "conftest.py"
+    )
+    plugin = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plugin)
+
+    def no_cuda():
+        raise AssertionError("the wall-clock counting touched CUDA")
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "synchronize", no_cuda)
+    options = {
+        "benchmark_warmup": False,
+        "benchmark_warmup_iterations": 0,
+        "benchmark_max_time": "0.01",
+        "benchmark_min_rounds": 3,
+        "benchmark_min_time": "0.000005",
+    }
+    config = SimpleNamespace(rlpace_work_counts=True, getoption=options.__getitem__)
+    bench = SimpleNamespace(disabled=False, extra_info={}, pedantic=lambda fn, **_: fn())
+    x = torch.ones(4)
+    plugin._time_on_wall_clock(bench, lambda: x + 1, config)
+    work = bench.extra_info["work_counts"]
+    assert "error" not in work and work["ops"][0] >= 1 and work["kernels"] == [0] * 8
+
+
 def test_cuda_timing_synchronizes_each_call_and_records_peak_memory(monkeypatch):
     """The GPU path of the suite plugin, with torch.cuda's calls recorded instead of run:
     the timing, then the work counts of more calls; a profiler error is kept, not raised."""

@@ -199,8 +199,8 @@ def _time_on_wall_clock(benchmark, fn, config):
         min_time=float(config.getoption("benchmark_min_time")),
     )
     benchmark.pedantic(fn, rounds=rounds, iterations=iterations)
-    if config.rlpace_work_counts:
-        benchmark.extra_info[EXTRA_INFO_KEY] = _work_counts(fn)
+    if config.rlpace_work_counts:  # CPU work: never initialize CUDA in this process
+        benchmark.extra_info[EXTRA_INFO_KEY] = _work_counts(fn, cuda=False)
 
 
 def _use_clock(benchmark, clock):
@@ -235,11 +235,12 @@ def _time_on_cuda(benchmark, fn, config):
         benchmark.extra_info[EXTRA_INFO_KEY] = _work_counts(fn)
 
 
-def _work_counts(fn):
+def _work_counts(fn, cuda=None):
     """The kernels, syncs, copies and aten ops of each of a few more calls, counted
-    after the timing (see :mod:`rlpace.bench.work_counts`); an error is kept, not raised:
-    the timing stands without the counts."""
+    after the timing (see :mod:`rlpace.bench.work_counts`; ``cuda``: profile the device
+    too, None: when CUDA is available); an error is kept, not raised: the timing stands
+    without the counts."""
     try:
-        return measure_work_counts(fn)
+        return measure_work_counts(fn, cuda=cuda)
     except Exception as exc:  # the profiler can be missing or busy; the timing stands
         return {"error": f"{type(exc).__name__}: {exc}"[:300]}
