@@ -48,6 +48,7 @@ from rlpace.bench.controls import noise_floor_from_controls
 from rlpace.bench.errors import BenchInputError
 from rlpace.bench.gates import confirmation_fractions, process_prior, scale_gate_fraction
 from rlpace.bench.work_counts.join import apply_work_counts
+from rlpace.bench.work_counts.verdict import DECIDING
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -57,7 +58,6 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["Judge", "NoiseModel"]
 
 _FLAGS = (Verdict.IMPROVED, Verdict.WORSENED)
-_WORK_DECIDES = ("regression", "improvement")
 
 
 @dataclass(frozen=True)
@@ -290,7 +290,7 @@ class Judge:
         """
         flagged = self.flagged(first)
         # a work count that moved is exact: fresh runs would count the same
-        exact = {r.fullname for r in first.rows if r.work_verdict in _WORK_DECIDES}
+        exact = {r.fullname for r in first.rows if r.work_verdict in DECIDING}
         asked = set(flagged if names is None else names) - exact
         names = [n for n in flagged if n in asked]
         if not names:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from rlpace.bench.pipeline import BaseCheckout, PipelineConfig, ProgressSink, SetOutcome
 from rlpace.bench.render import calibration_text, calibration_warning, sensitivity_text
+from rlpace.bench.work_counts.verdict import DECIDING
 
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Console
@@ -139,7 +140,7 @@ def print_summary(outcomes: Sequence[SetOutcome], console: Console) -> None:
                     markup=False,
                 )
                 continue
-            if getattr(row, "work_verdict", None) in ("regression", "improvement"):
+            if row.work_verdict in DECIDING:
                 # judged on its work counts: what moved first, the time beside it
                 console.print(
                     f"  {row.verdict.value}: {row.name} {row.work_note}",

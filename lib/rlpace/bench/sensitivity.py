@@ -38,11 +38,11 @@ from dataclasses import dataclass
 
 from rlpace.bench.compare import BenchmarkChange, Comparison
 from rlpace.bench.controls import CONTROL_IMPL
+from rlpace.bench.work_counts.verdict import JUDGED
 
 __all__ = [
     "COUNT_VERDICTS",
     "LEVELS",
-    "WORK_VERDICTS",
     "Sensitivity",
     "detectable_pct",
     "sensitivity",
@@ -52,8 +52,6 @@ LEVELS = (2.0, 5.0, 10.0)
 """The slow-downs (%) the comment counts the catchers of."""
 COUNT_VERDICTS = ("same", "regression", "improvement")
 """Count-tier verdicts that mean the counts judged the row."""
-WORK_VERDICTS = ("same", "regression", "improvement", "mixed")
-"""Work-count verdicts that mean the row's launched work was counted on both sides."""
 
 
 def detectable_pct(row: BenchmarkChange, threshold: float) -> tuple[float, str]:
@@ -162,9 +160,7 @@ class Sensitivity:
 def _launches(row: BenchmarkChange) -> bool:
     """Whether the row's work was counted on both sides and its calls launch anything
     from their thread (a case whose thread only waits for workers counts zeros)."""
-    return row.work_verdict in WORK_VERDICTS and any(
-        value > 0 for value in (row.work_base or {}).values()
-    )
+    return row.work_verdict in JUDGED and any(value > 0 for value in (row.work_base or {}).values())
 
 
 def sensitivity(comparison: Comparison) -> Sensitivity:

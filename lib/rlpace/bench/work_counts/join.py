@@ -87,7 +87,10 @@ def apply_work_counts(comparison: Comparison, head: pd.DataFrame, base: pd.DataF
                 "" if row.verdict is Verdict.IMPROVED else f"; time did not move ({timed})"
             )
         elif change.verdict == "improvement":
-            note = f"less work launched ({what}), but the clock says slower: look at the kernels and the code between the ops"
+            note = (
+                f"less work launched ({what}), but the clock says slower: look at the "
+                "kernels and the code between the ops"
+            )
         elif change.verdict == "mixed":
             note = f"work counts moved both ways ({what}): the clock decides"
         elif change.verdict == "same" and row.verdict in (Verdict.WORSENED, Verdict.IMPROVED):

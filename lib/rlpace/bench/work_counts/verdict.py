@@ -29,6 +29,8 @@ from rlpace.bench.work_counts.measure import (
 )
 
 __all__ = [
+    "DECIDING",
+    "JUDGED",
     "TYPICAL_SHARE",
     "WorkChange",
     "compare_work_counts",
@@ -37,6 +39,11 @@ __all__ = [
     "work_counts_of",
 ]
 
+JUDGED = ("same", "regression", "improvement", "mixed")
+"""Verdicts of a case whose counts were read on both sides."""
+DECIDING = ("regression", "improvement")
+"""Verdicts that decide the row's verdict, whatever the clock said (exact counts: a
+confirmation in fresh runs would count the same)."""
 TYPICAL_SHARE = 0.75
 """The share of calls that must count the same for that count to be a side's typical
 call (the others did occasional work: a buffer's wrap-around, an epoch's reshuffle)."""
@@ -59,7 +66,13 @@ def work_counts_of(extra_info: Any) -> tuple[dict[str, list[int]] | None, str]:
     """
     if not isinstance(extra_info, Mapping) or EXTRA_INFO_KEY not in extra_info:
         return None, "not measured"
-    raw = extra_info[EXTRA_INFO_KEY]
+    return _checked(extra_info[EXTRA_INFO_KEY])
+
+
+def _checked(raw: Any) -> tuple[dict[str, list[int]] | None, str]:
+    """:func:`work_counts_of` for the ``work_counts`` value itself (None: not measured)."""
+    if raw is None:
+        return None, "not measured"
     if isinstance(raw, Mapping) and isinstance(raw.get("error"), str):
         return None, f"could not be measured: {raw['error'][:200]}"
     calls = raw.get("calls") if isinstance(raw, Mapping) else None
@@ -203,12 +216,7 @@ def compare_work_counts(test_id: str, head: Any, base: Any) -> WorkChange:
         >>> compare_work_counts("t", None, same).verdict
         'unmeasured'
     """
-    h, why_h = (
-        work_counts_of({EXTRA_INFO_KEY: head}) if head is not None else (None, "not measured")
-    )
-    b, why_b = (
-        work_counts_of({EXTRA_INFO_KEY: base}) if base is not None else (None, "not measured")
-    )
+    (h, why_h), (b, why_b) = _checked(head), _checked(base)
     if h is None or b is None:
         reasons = [f"{side}: {why}" for side, why in (("head", why_h), ("base", why_b)) if why]
         reason = why_h if why_h == why_b else "; ".join(reasons)
