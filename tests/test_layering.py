@@ -108,6 +108,39 @@ def test_bench_modules_import_each_other_without_a_cycle() -> None:
     assert order.index("judge") < order.index("calibration") < order.index("pipeline")
 
 
+def _module_imports(path: Path, modules: set[str]) -> set[str]:
+    """Every ``rlpace`` module ``path`` names in an import, ``if TYPE_CHECKING:`` ones
+    included (``from a.b import c`` names ``a.b.c`` where that is a module)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            subs = {f"{node.module}.{alias.name}" for alias in node.names}
+            found |= (subs & modules) or {node.module}
+    return found & modules
+
+
+def test_bench_modules_have_no_cycle_even_through_type_imports() -> None:
+    from graphlib import CycleError, TopologicalSorter
+
+    paths = {}
+    for path in sorted((LIB / "bench").rglob("*.py")):
+        parts = ("rlpace", "bench", *path.relative_to(LIB / "bench").with_suffix("").parts)
+        paths[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    modules = set(paths)
+    graph = {
+        name: {
+            m for m in _module_imports(path, modules) if m != name and not name.startswith(m + ".")
+        }
+        for name, path in paths.items()
+    }
+    try:
+        list(TopologicalSorter(graph).static_order())
+    except CycleError as exc:
+        pytest.fail(f"an import cycle, type imports included: {' -> '.join(exc.args[1])}")
+
+
 def test_importing_bench_stays_light() -> None:
 
     code = (

@@ -30,7 +30,7 @@ PUBLIC_NAMES = {
     "BenchmarkChange": "rlpace.bench.compare",
     "Comparison": "rlpace.bench.compare",
     "Judge": "rlpace.bench.judge",
-    "NoiseModel": "rlpace.bench.judge",
+    "NoiseModel": "rlpace.bench.gates",
     "PipelineConfig": "rlpace.bench.pipeline",
     "RunSettings": "rlpace.bench.runner",
     "Timed": "rlpace.bench.suite",

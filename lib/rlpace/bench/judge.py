@@ -32,7 +32,6 @@ Example:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -46,79 +45,19 @@ from rlpace.bench.compare import (
 )
 from rlpace.bench.controls import noise_floor_from_controls
 from rlpace.bench.errors import BenchInputError
-from rlpace.bench.gates import confirmation_fractions, process_prior, scale_gate_fraction
+from rlpace.bench.gates import NoiseModel
 from rlpace.bench.work_counts.join import apply_work_counts
 from rlpace.bench.work_counts.verdict import DECIDING
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-    from rlpace.bench.calibration import Calibration, DuetCalibration
+    from rlpace.bench.calibration._duets import DuetCalibration
+    from rlpace.bench.calibration._records import Calibration
 
 __all__ = ["Judge", "NoiseModel"]
 
 _FLAGS = (Verdict.IMPROVED, Verdict.WORSENED)
-
-
-@dataclass(frozen=True)
-class NoiseModel:
-    """What an A/A calibration knows of a set's noise, in the form a judge uses it.
-
-    Example:
-        >>> model = NoiseModel(gates={"a": 0.039211}, repeats=2, run_spreads={"a": (2.0, 32)})
-        >>> model.gate_fractions(8), model.priors()
-        ({'a': 0.019802}, {'a': (0.0004, 31)})
-        >>> model.confirmation_gates(repeats=2, family_size=1)
-        {'a': 0.03997}
-    """
-
-    gates: Mapping[str, float]
-    """``fullname → gate`` as a gate fraction (the fraction of a slow-down a change
-    must exceed, 1: nothing can be flagged), calibrated for :attr:`repeats` runs a side."""
-    repeats: int
-    """Runs per side the gates were calibrated for; other run counts scale them."""
-    run_spreads: Mapping[str, tuple[float, int]] = field(default_factory=dict)
-    """``fullname → (run spread %, pool runs)``: the process-to-process noise, source of
-    the priors and of the confirmation's gates."""
-    family_alpha: float = 0.05
-    """The chance, per PR run, that an A/A comparison flags anything (sets the gates)."""
-
-    def gate_fractions(self, repeats: int | Mapping[str, int] | None = None) -> dict[str, float]:
-        """The gates for a comparison of ``repeats`` runs a side (None: as calibrated;
-        a mapping: per benchmark, those not in it as calibrated).
-
-        Example:
-            >>> NoiseModel(gates={"a": 0.04, "b": 0.04}, repeats=2).gate_fractions({"a": 1})
-            {'a': 0.056096, 'b': 0.04}
-        """
-        if repeats is None:
-            return dict(self.gates)
-        per = repeats if isinstance(repeats, Mapping) else dict.fromkeys(self.gates, repeats)
-        return {
-            name: scale_gate_fraction(
-                g, calibrated_repeats=self.repeats, repeats=per.get(name, self.repeats)
-            )
-            for name, g in self.gates.items()
-        }
-
-    def confirmation_gates(self, *, repeats: int, family_size: int) -> dict[str, float]:
-        """The gates of a confirmation of ``family_size`` flagged benchmarks with
-        ``repeats`` fresh runs a side (:func:`rlpace.bench.gates.confirmation_gate`)."""
-        return confirmation_fractions(
-            self.run_spreads,
-            repeats=repeats,
-            family_size=family_size,
-            family_alpha=self.family_alpha,
-        )
-
-    def priors(self) -> dict[str, tuple[float, float]]:
-        """``fullname → (variance, degrees of freedom)`` of one run's log median, for
-        benchmarks measured on three or more pool runs."""
-        return {
-            name: process_prior(spread, runs)
-            for name, (spread, runs) in self.run_spreads.items()
-            if math.isfinite(spread) and runs >= 3
-        }
 
 
 @dataclass(frozen=True)

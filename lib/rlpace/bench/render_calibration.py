@@ -17,7 +17,7 @@ import math
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
-    from rlpace.bench.calibration import Calibration, DetectionPower
+    from rlpace.bench.calibration._records import Calibration, DetectionPower
 
 __all__ = ["format_calibration"]
 

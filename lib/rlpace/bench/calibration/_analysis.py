@@ -39,6 +39,7 @@ from rlpace.bench.compare import Comparison, Verdict
 from rlpace.bench.errors import BenchInputError
 from rlpace.bench.gates import (
     DETECTION_POWER,
+    NoiseModel,
     confirmation_stage,
     detectable_change,
     gate_fraction,
@@ -46,7 +47,7 @@ from rlpace.bench.gates import (
     log_pct_from_time_pct,
     noise_gate,
 )
-from rlpace.bench.judge import Judge, NoiseModel
+from rlpace.bench.judge import Judge
 from rlpace.bench.results import merge_runs
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -8,7 +8,7 @@ Bonferroni level of ~23 rows is near 5 and the gates stay near 16 %. A **duet
 calibration** lends each benchmark the spread of its pairs in a pool of A/A duets
 (the same code on both sides): ``(spread², pairs − 1)`` is its prior, so its test
 stands on the pool's degrees of freedom plus its own, exactly as the sequential
-calibration's run spreads do (:meth:`rlpace.bench.judge.NoiseModel.priors`).
+calibration's run spreads do (:meth:`rlpace.bench.gates.NoiseModel.priors`).
 
 :func:`duet_calibration_from_runs` builds one from the result files of a pool
 (``base-<k>.json`` / ``head-<k>.json`` as :func:`rlpace.bench.pipeline.run_interleaved`

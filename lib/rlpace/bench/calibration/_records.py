@@ -27,19 +27,17 @@ import statistics
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rlpace.bench.errors import BenchInputError
 from rlpace.bench.gates import (
     DETECTION_POWER,
+    NoiseModel,
     confirmation_stage,
     detectable_change,
     gate_fraction,
     log_pct_from_time_pct,
 )
-
-if TYPE_CHECKING:  # pragma: no cover
-    from rlpace.bench.judge import NoiseModel
 
 __all__ = [
     "CALIBRATION_FORMAT",
@@ -243,7 +241,7 @@ class Calibration:
     """Per A/A comparison, the clean-pool runs of its confirmation, side A and side B."""
 
     def noise_model(self) -> NoiseModel:
-        """The calibration as a judge uses it (:class:`rlpace.bench.judge.NoiseModel`):
+        """The calibration as a judge uses it (:class:`rlpace.bench.gates.NoiseModel`):
         the gates as gate fractions at :attr:`repeats` runs a side (1 where a gate is
         unknown: nothing can be flagged), the run spreads and the family alpha.
 
@@ -253,8 +251,6 @@ class Calibration:
             >>> model.gates, model.repeats
             ({'a': 0.039211}, 2)
         """
-        from rlpace.bench.judge import NoiseModel
-
         return NoiseModel(
             gates={b.fullname: b.noise_fraction for b in self.benchmarks},
             repeats=self.repeats,
@@ -265,7 +261,7 @@ class Calibration:
     def noise_fractions(self, repeats: int | None = None) -> dict[str, float]:
         """``fullname → gate`` as gate fractions, the ``noise`` argument of
         ``compare_runs``, for ``repeats`` runs a side (None: as calibrated); see
-        :meth:`rlpace.bench.judge.NoiseModel.gate_fractions`.
+        :meth:`rlpace.bench.gates.NoiseModel.gate_fractions`.
 
         Example:
             >>> b = BenchmarkNoise("a", 2, (1.0, -1.0), 0, 1.0, 4.0, 7.0, 2.0)
@@ -278,7 +274,7 @@ class Calibration:
     def confirmation_fractions(self, repeats: int, family_size: int) -> dict[str, float]:
         """``fullname → gate`` (gate fractions) for a confirmation of ``family_size``
         flagged benchmarks with ``repeats`` fresh runs a side; see
-        :meth:`rlpace.bench.judge.NoiseModel.confirmation_gates`.
+        :meth:`rlpace.bench.gates.NoiseModel.confirmation_gates`.
 
         Example:
             >>> b = BenchmarkNoise("a", 2, (1.0,), 0, 2.0, 8.0, 12.0, 2.0, run_spread_pct=2.0, runs=32)
