@@ -13,7 +13,8 @@ from rlpace.bench.calibration import BenchmarkNoise, Calibration, read_calibrati
 from rlpace.bench.cli import main as cli_main
 from rlpace.bench.compare import Verdict, compare_runs
 from rlpace.bench.errors import BenchInputError
-from rlpace.bench.judge import Judge, NoiseModel
+from rlpace.bench.gates import NoiseModel
+from rlpace.bench.judge import Judge
 from rlpace.bench.pipeline import PipelineConfig, pr_judge
 from rlpace.bench.results import load_results, merge_runs
 

@@ -5,7 +5,7 @@
 a frozen value holding every setting a verdict depends on:
 
 - the comparator's ``threshold`` and ``alpha`` (:func:`rlpace.bench.compare.compare_runs`);
-- the **noise model** of an A/A calibration (:class:`NoiseModel`): per benchmark the
+- the **noise model** of an A/A calibration (:class:`~rlpace.bench.gates.NoiseModel`): per benchmark the
   gate a change must beat, the run spreads the confirmation's gates and the process
   priors come from;
 - the **control floor** policy: whether the negative controls (the torchrl twins,
@@ -55,7 +55,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from rlpace.bench.calibration._duets import DuetCalibration
     from rlpace.bench.calibration._records import Calibration
 
-__all__ = ["Judge", "NoiseModel"]
+__all__ = ["Judge"]
 
 _FLAGS = (Verdict.IMPROVED, Verdict.WORSENED)
 
