@@ -12,7 +12,7 @@ from the case's source, a ``setup`` that
 builds the callable (raising ``NotImplementedError``, asv's skip, for a
 ``SkipCase`` or a missing CUDA device), ``time_case`` that calls it (synchronizing
 CUDA), ``teardown``, in the GPU set ``track_peak_cuda_memory`` and the work counts
-``track_kernels`` / ``track_syncs`` / ``track_copies`` / ``track_ops``, and asv's ``timer``
+``track_kernels`` / ``track_syncs`` / ``track_copies`` / ``track_ops`` / ``track_py_calls``, and asv's ``timer``
 (``time.process_time``) for a case declared with ``timer="cpu"``.
 
 The suite directory is ``tests/benchmarks`` of this repository, or
@@ -183,6 +183,7 @@ WORK_METRICS = {
     "syncs": "syncs",
     "copies": "copies",
     "ops": "aten ops",
+    "py_calls": "Python calls",
 }
 """The work counts tracked per call in the GPU set (rlpace.bench.work_counts)."""
 
@@ -206,7 +207,10 @@ def _work_tracker(metric: str, unit: str):
             from rlpace.bench.work_counts.verdict import describe_counts
         except ImportError:
             raise _skip("rlpace at this commit has no work counts") from None
-        return describe_counts(measure_work_counts(self._timed.fn))[metric]
+        value = describe_counts(measure_work_counts(self._timed.fn)).get(metric)
+        if value is None:
+            raise _skip(f"rlpace at this commit does not count {metric}")
+        return value
 
     track.__name__ = f"track_{metric}"
     track.unit = unit

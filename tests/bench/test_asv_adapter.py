@@ -72,13 +72,14 @@ def test_every_case_becomes_a_class_with_asv_params(adapter):
     assert hasattr(gpu.test_device, "track_peak_cuda_memory")
     units = {
         m: getattr(gpu.test_device, f"track_{m}").unit
-        for m in ("kernels", "syncs", "copies", "ops")
+        for m in ("kernels", "syncs", "copies", "ops", "py_calls")
     }
     assert units == {
         "kernels": "kernel launches",
         "syncs": "syncs",
         "copies": "copies",
         "ops": "aten ops",
+        "py_calls": "Python calls",
     }
     # asv's version follows each case's own body, not the shared generated method
     assert cls.version != cpu.test_device.version
@@ -126,6 +127,9 @@ def test_gpu_work_trackers_count_the_call_and_skip_where_rlpace_cannot(adapter, 
     bench._timed = SimpleNamespace(fn=lambda: ((x + 1) * 2).sum())
     assert bench.track_ops(4, "cuda") > one > 0
     assert bench.track_kernels(4, "cuda") == 0
+    calls = bench.track_py_calls(4, "cuda")  # the lambda, then the lambda and a method
+    bench._timed = SimpleNamespace(fn=lambda: ((x + 1) * 2).sum().item())
+    assert bench.track_py_calls(4, "cuda") == calls + 1
     for module in ("", ".measure", ".verdict"):  # an older rlpace: no work counts
         monkeypatch.setitem(sys.modules, f"rlpace.bench.work_counts{module}", None)
     with pytest.raises(NotImplementedError, match="no work counts"):

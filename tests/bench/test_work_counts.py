@@ -8,7 +8,12 @@ one judge that ``compare`` and ``pr`` share.
 
 from __future__ import annotations
 
+import cProfile
+import gc
 import json
+import queue
+import sys
+import threading
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -66,6 +71,128 @@ def test_counts_of_the_same_code_repeat_and_a_real_change_moves_them():
     # what launched more: the copy's own operator leads the list
     assert regression.names[0][:2] == ("aten::clone", 0.0) and regression.names[0][2] >= 1
     assert compare_work_counts("rb", again, first).verdict == "same"
+
+
+def test_python_calls_see_a_check_that_dispatches_no_operator():
+    """A key check in pure Python (what ``ReplayBuffer.sample`` would do to validate a
+    batch) adds no aten op, so only ``py_calls`` moves; counted twice, the plain call
+    counts the same, and the comment names the functions that ran more."""
+    from tensordict import TensorDict
+
+    from rlpace.data import ReplayBuffer, TensorStorage
+
+    rb = ReplayBuffer(TensorStorage(256))
+    rb.extend(TensorDict({"obs": torch.randn(256, 4), "r": torch.randn(256)}, [256]))
+    expected = ("obs", "r")
+
+    def sample():
+        return rb.sample(32)
+
+    def sample_checked():
+        batch = rb.sample(32)
+        missing = sorted(set(expected) - set(batch.keys()))
+        if missing:
+            raise KeyError(f"a batch without {missing}")
+        return batch
+
+    for fn in (sample, sample_checked):
+        fn()
+    first = measure_work_counts(sample, calls=4, cuda=False)
+    again = measure_work_counts(sample, calls=4, cuda=False)
+    checked = measure_work_counts(sample_checked, calls=4, cuda=False)
+    assert first["py_calls"] == again["py_calls"] and len(set(first["py_calls"])) == 1
+    assert checked["ops"] == first["ops"]  # no operator: the profiler alone is blind
+    assert min(checked["py_calls"]) > max(first["py_calls"])
+    change = compare_work_counts("rb", checked, first)
+    assert (change.verdict, change.moved) == ("regression", ("py_calls",))
+    moved = {name: (base, head) for name, base, head in change.names}
+    assert moved["<built-in method builtins.sorted>"] == (0.0, 1.0)
+    assert compare_work_counts("rb", again, first).verdict == "same"
+
+
+def test_python_calls_are_named_alike_wherever_the_tree_is_checked_out():
+    """Base and head run from different directories, and an edit moves line numbers:
+    a function's name carries neither."""
+    from rlpace.bench.work_counts.python import python_calls
+
+    source = "def check(keys):\n    return sorted(keys)\n"
+    labels = []
+    for root, pad in (("/tmp/base/lib", ""), ("/home/ci/head/lib", "\n\n")):
+        scope: dict = {}
+        exec(compile(pad + source, f"{root}/rlpace/data/_checks.py", "exec"), scope)
+        counter = cProfile.Profile()
+        counter.enable()
+        scope["check"](["b", "a"])
+        counter.disable()
+        labels.append(python_calls(counter))
+    assert (
+        labels[0]
+        == labels[1]
+        == (
+            2,
+            {"rlpace/data/_checks.py:check": 1, "<built-in method builtins.sorted>": 1},
+        )
+    )
+
+
+def test_calls_inside_a_wait_follow_the_clock_and_are_not_counted():
+    """A queue read that finds its item waiting and one that waits for a slow producer
+    make different calls inside ``queue``/``threading``; counted, they are the same
+    call."""
+    from rlpace.bench.work_counts.python import python_calls
+
+    def read(delay: float) -> tuple[int, int]:
+        box: queue.Queue = queue.Queue()
+        producer = threading.Timer(delay, box.put, args=(1,))
+        producer.start()
+        if delay == 0:
+            producer.join()
+        counter = cProfile.Profile()
+        counter.enable()
+        box.get(timeout=10)
+        counter.disable()
+        producer.join()
+        raw = sum(entry.callcount for entry in counter.getstats())
+        return raw, python_calls(counter)[0]
+
+    ready, waited = read(0.0), read(0.2)
+    assert waited[0] > ready[0]  # the wait's own calls
+    assert waited[1] == ready[1] == 1  # the call to Queue.get, nothing inside it
+
+
+def test_counting_leaves_the_collector_off_and_another_profiler_alone():
+    """The garbage collector is off while calls are counted and on again after; a
+    profiler already holding Python's hook keeps it, and the counts leave out
+    ``py_calls`` (judged then on the other metrics)."""
+    seen = []
+
+    def fn():
+        seen.append(gc.isenabled())
+
+    assert gc.isenabled()
+    counts = measure_work_counts(fn, calls=2, cuda=False)
+    assert (
+        seen == [False, False] and gc.isenabled() and counts["py_calls"] == [3, 3]
+    )  # fn, isenabled, append
+
+    def hook(frame, event, arg):
+        return None
+
+    sys.setprofile(hook)
+    try:
+        counts = measure_work_counts(fn, calls=2, cuda=False)
+        assert sys.getprofile() is hook
+    finally:
+        sys.setprofile(None)
+    assert "py_calls" not in counts and counts["ops"] == [0, 0]
+    with_python = {**counts, "py_calls": [5, 5]}
+    assert compare_work_counts("t", with_python, counts).verdict == "same"
+
+
+@pytest.mark.parametrize("bad", [[1, 2], "many", [1, -1, 1, 1], [1.5] * 4])
+def test_python_calls_not_in_their_form_are_refused(bad):
+    counts, why = work_counts_of({"work_counts": {**_work(4), "py_calls": bad}})
+    assert counts is None and why.startswith("expected {'calls': n, 'kernels': [n counts]")
 
 
 def test_measure_refuses_a_bad_number_of_calls():
@@ -167,6 +294,21 @@ def test_the_typical_call_decides_and_occasional_work_does_not():
     assert compare_work_counts("t", a1, a2).verdict == "same"
     moved = compare_work_counts("t", changed, a1)
     assert (moved.verdict, moved.summary()) == ("regression", "ops 94 → 97 per call")
+
+
+def test_python_calls_that_follow_the_clock_do_not_move_but_a_real_change_does():
+    """Measured on the threaded batched collector with a 2 ms env: a call makes 2 143
+    Python calls, or 2 118 when it found its batch ready without one round of waiting.
+    A busier machine can make the short path the typical one: Python calls must then
+    lie beyond the other side's calls, while aten ops keep the typical-call rule."""
+    quiet = _work(8, ops=230) | {"py_calls": [2143] * 8}
+    busy = _work(8, ops=[229] * 6 + [230] * 2) | {"py_calls": [2118] * 6 + [2143] * 2}
+    change = compare_work_counts("t", busy, quiet)
+    assert (change.verdict, change.moved) == ("improvement", ("ops",))
+    assert compare_work_counts("t", busy | {"ops": [230] * 8}, quiet).verdict == "same"
+    checked = quiet | {"py_calls": [2146] * 8}  # a check adds three calls a batch
+    assert compare_work_counts("t", checked, quiet).moved == ("py_calls",)
+    assert compare_work_counts("t", checked, busy | {"ops": [230] * 8}).verdict == "regression"
 
 
 def test_without_a_typical_call_every_head_call_must_be_beyond_every_base_call():
@@ -286,7 +428,7 @@ def test_compare_writes_the_work_section_and_a_record_that_reads_back(gpu_runs, 
     args = ["compare", "--head", *map(str, gpu_runs["head"]), "--base", *map(str, gpu_runs["base"])]
     assert cli_main([*args, "-o", str(out), "--json", str(record), "--fail-on-regression"]) == 1
     text = out.read_text()
-    assert "#### Work per call (torch profiler)" in text
+    assert "#### Work per call (torch profiler, cProfile)" in text
     assert (
         "| test_rb_sample\\[rlpace-tensor-random-cuda] | **6 → 8** | **0 → 1** | **1 → 2** | **40 → 44** |"
         in text
@@ -295,8 +437,11 @@ def test_compare_writes_the_work_section_and_a_record_that_reads_back(gpu_runs, 
         "| test_x\\[a\\|b \\*c\\*] | 4 | 0 | **0 → 1** | **12 → 13** |" in text
     )  # escaped, the table intact
     assert "3 cases on the clock judged" in text
-    assert "3 of the timed ones also count the kernels, syncs, copies and aten ops" in text
-    why = text[text.index("<details><summary>What launched more or less in test_rb_sample") :]
+    assert (
+        "3 of the timed ones also count the kernels, syncs, copies, aten ops and Python calls"
+        in text
+    )
+    why = text[text.index("<details><summary>What ran more or less in test_rb_sample") :]
     assert why.index("`aten::isfinite` | 0 | 2 |") < why.index("`cudaStreamSynchronize` | 0 | 1 |")
     assert "| `cudaLaunchKernel` | 6 | 8 |" in why and "aten::index" not in why
     # a hostile name stays one inert code cell: no link, no mention, the table intact

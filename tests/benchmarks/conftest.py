@@ -17,8 +17,8 @@ and every result's ``extra_info`` names its ``set``. Items of the GPU set carry 
 ``gpu`` marker. A case on CUDA is timed with
 ``torch.cuda.synchronize()`` after each call and records ``peak_cuda_memory_bytes``.
 A case on CUDA or on the wall clock also records, from a few more calls under
-``torch.profiler``, the kernels, syncs, copies and aten ops each call launched from
-its thread (``extra_info["work_counts"]``, see :mod:`rlpace.bench.work_counts`;
+``torch.profiler`` and ``cProfile``, the kernels, syncs, copies, aten ops and Python
+calls each call made from its thread (``extra_info["work_counts"]``, see :mod:`rlpace.bench.work_counts`;
 ``$RLPACE_BENCH_WORK_COUNTS=0`` turns that off).
 """
 
@@ -236,7 +236,7 @@ def _time_on_cuda(benchmark, fn, config):
 
 
 def _work_counts(fn, cuda=None):
-    """The kernels, syncs, copies and aten ops of each of a few more calls, counted
+    """The kernels, syncs, copies, aten ops and Python calls of a few more calls, counted
     after the timing (see :mod:`rlpace.bench.work_counts`; ``cuda``: profile the device
     too, None: when CUDA is available); an error is kept, not raised: the timing stands
     without the counts."""

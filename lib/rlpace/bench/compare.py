@@ -226,7 +226,8 @@ class BenchmarkChange:
     ``same``, ``unmeasured``; see :mod:`rlpace.bench.work_counts`), None for a case
     with no counts on either side."""
     work_base: Mapping[str, float] | None = None
-    """Kernels, syncs, copies and aten ops per call in base (medians over the calls)."""
+    """Kernels, syncs, copies, aten ops and Python calls per call in base (medians over
+    the calls; a metric is here when both sides counted it)."""
     work_head: Mapping[str, float] | None = None
     """The same in head."""
     work_moved: tuple[str, ...] = ()

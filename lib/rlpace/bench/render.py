@@ -231,9 +231,9 @@ def sensitivity_text(comparison: Comparison, *, markdown: bool = True) -> str:
     if s.work_counted:
         text += (
             f" {s.work_counted} of the timed {'one' if n == 1 else 'ones'} also "
-            f"{'counts' if s.work_counted == 1 else 'count'} the kernels, syncs, copies "
-            "and aten ops each call launches from its thread, and catch any change of "
-            "those, whatever its size in time."
+            f"{'counts' if s.work_counted == 1 else 'count'} the kernels, syncs, copies, "
+            "aten ops and Python calls each call makes from its thread, and catch any "
+            "change of those, whatever its size in time."
         )
     return text
 

@@ -98,7 +98,7 @@ class Sensitivity:
     controls: int = 0
     """Negative controls left out."""
     work_counted: int = 0
-    """Timed rows whose work (kernels, syncs, copies, aten ops per call) was also
+    """Timed rows whose work (kernels, syncs, copies, aten ops, Python calls per call) was also
     counted (:mod:`rlpace.bench.work_counts`) and is not nothing: they catch any change
     of that work, whatever its size in time, and only the clock sees the rest."""
 

@@ -1,17 +1,18 @@
-"""Work counts: the kernels, syncs, copies and aten ops a call launches, per call.
+"""Work counts: the kernels, syncs, copies, aten ops and Python calls of a call.
 
 Two kinds of case stay on the clock however noisy it is: the GPU set's (on a shared
 GPU machine the same code's time moves 17-35 % from process to process) and the CPU
-set's wall-clock cases (workers, threads, waits). What such a call *launches from its
-own thread* does not move with the machine: how many kernels, how often the host
-waits for the device, how many copies, how many aten operators. A change that adds a
-sync, a copy, a kernel or an operator to that path moves these counts exactly, however
-busy the machine is. For the GPU set they are the counterpart of the CPU set's
+set's wall-clock cases (workers, threads, waits). What such a call *does on its own
+thread* does not move with the machine: how many kernels it launches, how often the
+host waits for the device, how many copies, how many aten operators, how many Python
+functions and builtins it calls. A change that adds a sync, a copy, a kernel, an
+operator or a Python call to that path moves these counts exactly, however busy the
+machine is. For the GPU set they are the counterpart of the CPU set's
 instruction counts; for a wall-clock case they see the calling thread's share of the
 work (a collector's batch assembly), not its workers'.
 
 The suite's pytest plugin counts every CUDA case and every wall-clock case once more
-after timing it (:func:`~rlpace.bench.work_counts.measure.measure_work_counts`: ``torch.profiler``, each of
+after timing it (:func:`~rlpace.bench.work_counts.measure.measure_work_counts`: ``torch.profiler`` and ``cProfile``, each of
 :data:`~rlpace.bench.work_counts.measure.CALLS` calls in a region of its own) and keeps the per-call counts in the
 result's ``extra_info["work_counts"]`` (``$RLPACE_BENCH_WORK_COUNTS=0`` turns that
 off; ``rlpace-bench pr`` counts in the first run of each side, since the counts
@@ -36,8 +37,9 @@ Modules: :mod:`~rlpace.bench.work_counts.measure` (the profiler pass),
 :mod:`~rlpace.bench.work_counts.join` (the rows of a comparison, for the judge).
 
 What these counts do not see: a kernel that got slower without launching more (a
-bigger copy, a worse algorithm on the device), Python work between operators, work in
-other threads or processes (a collector's workers). The clock still judges those.
+bigger copy, a worse algorithm on the device), Python code that got slower without
+calling more (a longer loop of arithmetic), work in other threads or processes (a
+collector's workers). The clock still judges those.
 
 Example:
     >>> from rlpace.bench.work_counts.verdict import compare_work_counts

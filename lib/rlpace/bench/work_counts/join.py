@@ -89,13 +89,13 @@ def apply_work_counts(comparison: Comparison, head: pd.DataFrame, base: pd.DataF
         elif change.verdict == "improvement":
             note = (
                 f"less work launched ({what}), but the clock says slower: look at the "
-                "kernels and the code between the ops"
+                "kernels and at how long the Python code takes"
             )
         elif change.verdict == "mixed":
             note = f"work counts moved both ways ({what}): the clock decides"
         elif change.verdict == "same" and row.verdict in (Verdict.WORSENED, Verdict.IMPROVED):
             note = (
-                "the launched work did not move: the kernels, the code between the ops, "
+                "the counted work did not move: the kernels, how long the code takes, "
                 "other threads or processes, or the machine changed"
             )
         rows.append(

@@ -1,10 +1,14 @@
-"""Counting what a call launches: ``torch.profiler`` around each of a few calls.
+"""Counting what a call does: ``torch.profiler`` and ``cProfile`` around each of a few calls.
 
 :func:`measure_work_counts` runs a (warm) callable :data:`CALLS` times under the
 profiler, each call in a ``record_function`` region of its own, and counts per call
-the events inside the region on the calling thread (:data:`METRICS`), plus the most
-frequent event names (:func:`count_names`). The suite's pytest plugin stores the
-result in ``extra_info[EXTRA_INFO_KEY]``; :data:`ENV` turns that off.
+the events inside the region on the calling thread (:data:`PROFILER_METRICS`), plus
+the most frequent event names (:func:`count_names`). Each call also runs under a
+``cProfile`` counter of its own, which counts the Python-level calls made from that
+thread (``py_calls``; :func:`~rlpace.bench.work_counts.python.python_calls`), so Python work between the operators is
+counted too. The garbage collector is off while the calls are counted. The suite's
+pytest plugin stores the result in ``extra_info[EXTRA_INFO_KEY]``; :data:`ENV` turns
+that off.
 
 Example:
     >>> import torch
@@ -16,8 +20,11 @@ Example:
 from __future__ import annotations
 
 import statistics
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any
+
+from rlpace.bench.work_counts.python import is_python_label, python_calls
 
 __all__ = [
     "CALLS",
@@ -26,6 +33,8 @@ __all__ = [
     "MAX_CALLS",
     "METRICS",
     "NAMES_KEPT",
+    "OPTIONAL_METRICS",
+    "PROFILER_METRICS",
     "count_events",
     "count_names",
     "counting_on",
@@ -44,8 +53,14 @@ METRICS = {
     "syncs": "host waits for the device (stream, event and device synchronizations)",
     "copies": "memory copies and fills issued (cudaMemcpy*, cudaMemset*)",
     "ops": "aten operators dispatched, nested ones included",
+    "py_calls": "Python-level calls: Python functions and the builtins they call (cProfile's count)",
 }
 """The metrics counted per call, and what each counts."""
+PROFILER_METRICS = ("kernels", "syncs", "copies", "ops")
+"""The metrics read from ``torch.profiler``'s events."""
+OPTIONAL_METRICS = ("py_calls",)
+"""Metrics a result may lack (files written before they were counted, or a Python
+whose profiler hook was taken); a metric is judged where both sides have it."""
 NAMES_KEPT = 64
 """Event names kept per case (the most frequent), for "what launched more?"."""
 _REGION = "rlpace::measured_call"
@@ -78,7 +93,11 @@ def metrics_of(name: str) -> tuple[str, ...]:
     Example:
         >>> metrics_of("cudaMemcpy"), metrics_of("aten::add"), metrics_of("cudaGetDevice")
         (('copies', 'syncs'), ('ops',), ())
+        >>> metrics_of("rlpace/data/buffer.py:ReplayBuffer.sample")
+        ('py_calls',)
     """
+    if is_python_label(name):
+        return ("py_calls",)
     if name.startswith("aten::"):
         return ("ops",)
     if name == "cudaMemcpy":  # the plain (not Async) copy waits for the device too
@@ -131,10 +150,11 @@ def count_events(events: Any, calls: int) -> dict[str, list[int]]:
         >>> count_events([region, *ops], 1)
         {'kernels': [1], 'syncs': [0], 'copies': [0], 'ops': [1]}
     """
-    out = {metric: [0] * calls for metric in METRICS}
+    out = {metric: [0] * calls for metric in PROFILER_METRICS}
     for index, _, metrics in _counted(events, calls):
         for metric in metrics:
-            out[metric][index] += 1
+            if metric in out:
+                out[metric][index] += 1
     return out
 
 
@@ -152,6 +172,11 @@ def count_names(events: Any, calls: int, *, limit: int = NAMES_KEPT) -> dict[str
     per_name: dict[str, list[int]] = {}
     for index, name, _ in _counted(events, calls):
         per_name.setdefault(name, [0] * calls)[index] += 1
+    return _kept_medians(per_name, limit)
+
+
+def _kept_medians(per_name: dict[str, list[int]], limit: int) -> dict[str, float]:
+    """The median per call of the ``limit`` names with the highest medians."""
     medians = {name: float(statistics.median(v)) for name, v in per_name.items()}
     kept = sorted(medians, key=lambda n: (-medians[n], n))[:limit]
     return {name: medians[name] for name in sorted(kept)}
@@ -162,16 +187,19 @@ def measure_work_counts(
 ) -> dict[str, Any]:
     """Profile ``calls`` calls of ``fn`` (already warm) and return their per-call counts.
 
-    Each call runs in a ``record_function`` region of its own, and the device is
-    synchronized between calls outside the regions, so the harness's own waits are not
-    counted. ``cuda`` (default: whether CUDA is available) adds the CUDA activity;
-    without it only ``ops`` can be non-zero.
+    Each call runs in a ``record_function`` region of its own, and under a ``cProfile``
+    counter of its own; the device is synchronized between calls outside the regions,
+    so the harness's own waits are not counted; the garbage collector is off. ``cuda``
+    (default: whether CUDA is available) adds the CUDA activity; without it ``kernels``,
+    ``syncs`` and ``copies`` stay zero.
 
     Returns:
         ``{"calls": n, "kernels": [...], "syncs": [...], "copies": [...], "ops": [...],
-        "names": {...}, "profiler": "torch <version>"}``: one count per call for each
-        metric, and the median count per call of each event name
-        (:func:`count_names`).
+        "py_calls": [...], "names": {...}, "profiler": "torch <version>"}``: one count
+        per call for each metric, and the median count per call of each event name and
+        Python function (:func:`count_names`,
+        :func:`~rlpace.bench.work_counts.python.python_calls`); ``py_calls`` is
+        left out when another profiler holds Python's profiling hook.
 
     Example:
         >>> import torch
@@ -180,7 +208,12 @@ def measure_work_counts(
         >>> two = measure_work_counts(lambda: (x + 1) + 1, calls=2, cuda=False)
         >>> two["ops"][0] > one["ops"][0] == one["ops"][1], two["kernels"]
         (True, [0, 0])
+        >>> one["py_calls"], two["py_calls"]  # the lambda and its code in this file
+        ([1, 1], [1, 1])
     """
+    import cProfile
+    import gc
+
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function
 
@@ -191,16 +224,43 @@ def measure_work_counts(
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     if cuda:
         torch.cuda.synchronize()
-    with profile(activities=activities) as prof:
-        for i in range(calls):
-            with record_function(f"{_REGION}#{i}"):
-                fn()
-            if cuda:
-                torch.cuda.synchronize()
+    # Python <= 3.11 would replace (and then clear) another profiler's hook: leave it be
+    py_totals: list[int] | None = None if sys.getprofile() is not None else []
+    py_names: dict[str, list[int]] = {}
+    collecting = gc.isenabled()
+    gc.collect()
+    gc.disable()  # a collection's finalizers would land in whichever call it interrupts
+    try:
+        with profile(activities=activities) as prof:
+            for i in range(calls):
+                counter = cProfile.Profile() if py_totals is not None else None
+                with record_function(f"{_REGION}#{i}"):
+                    try:
+                        if counter is not None:
+                            counter.enable()
+                    except ValueError:  # 3.12+: another profiler holds the hook
+                        py_totals, counter = None, None
+                    try:
+                        fn()
+                    finally:
+                        if counter is not None:
+                            counter.disable()
+                if cuda:
+                    torch.cuda.synchronize()
+                if py_totals is not None and counter is not None:
+                    total, per = python_calls(counter)
+                    py_totals.append(total)
+                    for name, n in per.items():
+                        py_names.setdefault(name, [0] * calls)[i] = n
+    finally:
+        if collecting:
+            gc.enable()
     events = prof.events()
-    return {
-        "calls": calls,
-        **count_events(events, calls),
-        "names": count_names(events, calls),
-        "profiler": f"torch {torch.__version__}",
-    }
+    out: dict[str, Any] = {"calls": calls, **count_events(events, calls)}
+    names = count_names(events, calls)
+    if py_totals is not None and len(py_totals) == calls:
+        out["py_calls"] = py_totals
+        names.update(_kept_medians(py_names, NAMES_KEPT))
+    out["names"] = dict(sorted(names.items()))
+    out["profiler"] = f"torch {torch.__version__}"
+    return out

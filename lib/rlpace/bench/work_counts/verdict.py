@@ -25,10 +25,12 @@ from rlpace.bench.work_counts.measure import (
     MAX_CALLS,
     METRICS,
     NAMES_KEPT,
+    OPTIONAL_METRICS,
     metrics_of,
 )
 
 __all__ = [
+    "CLOCK_FOLLOWING",
     "DECIDING",
     "JUDGED",
     "TYPICAL_SHARE",
@@ -47,6 +49,10 @@ confirmation in fresh runs would count the same)."""
 TYPICAL_SHARE = 0.75
 """The share of calls that must count the same for that count to be a side's typical
 call (the others did occasional work: a buffer's wrap-around, an epoch's reshuffle)."""
+CLOCK_FOLLOWING = ("py_calls",)
+"""Metrics a machine's load can nudge: a polling loop in the code under test makes one
+more round of Python calls when another thread answers late. Their typical calls must
+also lie beyond every call of the other side to count as moved."""
 _NAME_LIMIT = 200
 
 
@@ -80,6 +86,8 @@ def _checked(raw: Any) -> tuple[dict[str, list[int]] | None, str]:
     counts: dict[str, list[int]] = {}
     for metric in METRICS if ok else ():
         values = raw.get(metric)
+        if values is None and metric in OPTIONAL_METRICS:
+            continue
         if not (
             isinstance(values, list)
             and len(values) == calls
@@ -135,7 +143,7 @@ def _changed_names(head: Any, base: Any, limit: int = 12) -> tuple[tuple[str, fl
     if h is None or b is None:
         return ()
     moved = [(n, b.get(n, 0.0), h.get(n, 0.0)) for n in {*h, *b} if h.get(n, 0.0) != b.get(n, 0.0)]
-    rank = {metric: i for i, metric in enumerate(("syncs", "copies", "kernels", "ops"))}
+    rank = {metric: i for i, metric in enumerate(("syncs", "copies", "kernels", "ops", "py_calls"))}
 
     def order(item: tuple[str, float, float]) -> tuple[float, int, str]:
         first = min((rank[m] for m in metrics_of(item[0])), default=len(rank))
@@ -177,8 +185,8 @@ class WorkChange:
     reason: str = ""
     """Why a case was not judged (``unmeasured``)."""
     names: tuple[tuple[str, float, float], ...] = ()
-    """For a case whose work moved: the event names (aten ops, CUDA runtime calls)
-    whose count per call moved most, ``(name, base, head)``; empty when a side's file
+    """For a case whose work moved: the event names (aten ops, CUDA runtime calls,
+    Python functions and builtins) whose count per call moved most, ``(name, base, head)``; empty when a side's file
     keeps no names."""
 
     @property
@@ -215,18 +223,28 @@ def compare_work_counts(test_id: str, head: Any, base: Any) -> WorkChange:
         'same'
         >>> compare_work_counts("t", None, same).verdict
         'unmeasured'
+        >>> more_python = {**same, "py_calls": [40]}
+        >>> compare_work_counts("t", more_python, {**same, "py_calls": [31]}).summary()
+        'py_calls 31 → 40 per call'
+        >>> compare_work_counts("t", more_python, same).verdict  # base did not count them
+        'same'
     """
     (h, why_h), (b, why_b) = _checked(head), _checked(base)
     if h is None or b is None:
         reasons = [f"{side}: {why}" for side, why in (("head", why_h), ("base", why_b)) if why]
         reason = why_h if why_h == why_b else "; ".join(reasons)
         return WorkChange(test_id, "unmeasured", reason=reason)
-    up = tuple(m for m in METRICS if _direction(h[m], b[m]) > 0)
-    down = tuple(m for m in METRICS if _direction(h[m], b[m]) < 0)
+    both = [m for m in METRICS if m in h and m in b]
+    step = {m: _direction(h[m], b[m], beyond=m in CLOCK_FOLLOWING) for m in both}
+    up = tuple(m for m in both if step[m] > 0)
+    down = tuple(m for m in both if step[m] < 0)
     verdict = "mixed" if up and down else "regression" if up else "improvement" if down else "same"
     moved = tuple(m for m in METRICS if m in up or m in down)
     names = _changed_names(head, base) if moved else ()
-    return WorkChange(test_id, verdict, describe_counts(b), describe_counts(h), moved, names=names)
+    judged = {m: b[m] for m in both}, {m: h[m] for m in both}
+    return WorkChange(
+        test_id, verdict, describe_counts(judged[0]), describe_counts(judged[1]), moved, names=names
+    )
 
 
 def _typical(values: list[int]) -> int | None:
@@ -235,18 +253,29 @@ def _typical(values: list[int]) -> int | None:
     return value if calls >= TYPICAL_SHARE * len(values) else None
 
 
-def _direction(head: list[int], base: list[int]) -> int:
+def _direction(head: list[int], base: list[int], *, beyond: bool = False) -> int:
     """+1 when head's calls count more than base's, -1 when fewer, 0 when they do not
     differ: typical call against typical call where both sides have one, else every
-    call against every call.
+    call against every call. With ``beyond`` (:data:`CLOCK_FOLLOWING`), each side's
+    typical call must also lie beyond every call of the other side.
 
     Example:
         >>> _direction([97, 146, 97, 97, 97, 97, 97, 97], [94, 94, 94, 94, 94, 94, 143, 94])
         1
         >>> _direction([45, 51, 45, 51], [45, 45, 51, 51]), _direction([60, 61], [45, 51])
         (0, 1)
+        >>> flipped = [2118, 2118, 2118, 2118, 2118, 2118, 2143, 2143]  # one wait round less
+        >>> _direction(flipped, [2143] * 8), _direction(flipped, [2143] * 8, beyond=True)
+        (-1, 0)
+        >>> _direction([2146] * 8, [2143] * 8, beyond=True)
+        1
     """
     th, tb = _typical(head), _typical(base)
     if th is not None and tb is not None:
-        return (th > tb) - (th < tb)
+        step = (th > tb) - (th < tb)
+        if beyond and step > 0 and not (th > max(base) and tb < min(head)):
+            return 0
+        if beyond and step < 0 and not (th < min(base) and tb > max(head)):
+            return 0
+        return step
     return 1 if min(head) > max(base) else -1 if max(head) < min(base) else 0

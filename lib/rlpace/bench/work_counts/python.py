@@ -1,0 +1,125 @@
+"""Counting the Python-level calls of a call: names and totals from ``cProfile``.
+
+The work counts' ``py_calls`` metric (:mod:`rlpace.bench.work_counts`):
+:func:`~rlpace.bench.work_counts.measure.measure_work_counts` runs each measured call
+under a ``cProfile.Profile`` of its own, and :func:`python_calls` reads it: how many
+Python functions and builtins the calling thread called, in all and per function.
+Functions are named by :func:`python_label`, alike wherever the tree is checked out
+and whatever their line numbers; calls made inside the standard library's waits are
+left out, since their number follows the clock.
+
+Example:
+    >>> import cProfile
+    >>> counter = cProfile.Profile()
+    >>> counter.enable(); keys = sorted({"b": 1, "a": 2}); counter.disable()
+    >>> python_calls(counter)
+    (1, {'<built-in method builtins.sorted>': 1})
+"""
+
+from __future__ import annotations
+
+import re
+import sysconfig
+from typing import Any
+
+__all__ = ["is_python_label", "python_calls", "python_label"]
+
+
+def is_python_label(name: str) -> bool:
+    """Whether a counted name is a Python function's or builtin's (:func:`python_label`).
+
+    Example:
+        >>> is_python_label("rlpace/data/_storage.py:TensorStorage.get"), is_python_label("aten::add")
+        (True, False)
+    """
+    return name.startswith("<") or ".py:" in name
+
+
+def python_label(code: Any) -> str | None:
+    """A ``cProfile`` entry's code as a name that does not depend on where the tree was
+    checked out or on line numbers: ``<package path>:<qualified name>`` for Python code,
+    the builtin's own description otherwise; None for the counter's own ``disable``.
+
+    Example:
+        >>> def sample(): ...
+        >>> python_label(sample.__code__).rpartition(":")[2]
+        'sample'
+        >>> python_label("<built-in method builtins.len>")
+        '<built-in method builtins.len>'
+        >>> python_label("<built-in method __new__ of type object at 0x7fdb0385ea00>")
+        '<built-in method __new__ of type object>'
+        >>> python_label("<method 'disable' of '_lsprof.Profiler' objects>") is None
+        True
+    """
+    if isinstance(code, str):  # a builtin; a type's address differs between processes
+        return None if "_lsprof.Profiler" in code else _ADDRESS.sub("", code)[:_LABEL_MAX]
+    name = getattr(code, "co_qualname", None) or code.co_name
+    return f"{_short_path(code.co_filename)}:{name}"[:_LABEL_MAX]
+
+
+def _short_path(filename: str) -> str:
+    """``/x/lib/rlpace/data/a.py`` → ``rlpace/data/a.py``; ``/usr/lib/python3.11/queue.py``
+    → ``queue.py``; a file under no ``lib`` or ``site-packages``: its last two parts.
+
+    Example:
+        >>> _short_path("/tmp/w/lib/python3.11/site-packages/torch/nn/modules/module.py")
+        'torch/nn/modules/module.py'
+        >>> _short_path("/usr/lib/python3.11/queue.py"), _short_path("/c/tests/benchmarks/t.py")
+        ('queue.py', 'benchmarks/t.py')
+    """
+    if filename.startswith("<"):
+        return filename
+    parts = filename.replace("\\", "/").split("/")
+    cuts = [i for i, part in enumerate(parts) if part in _PATH_CUTS]
+    if not cuts:
+        return "/".join(parts[-2:])
+    rest = parts[cuts[-1] + 1 :]
+    if len(rest) > 1 and rest[0].startswith("python3"):
+        rest = rest[1:]
+    return "/".join(rest)
+
+
+_LABEL_MAX = 160
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+_WAIT_FILES = frozenset({"threading.py", "queue.py", "selectors.py", "socket.py", "subprocess.py"})
+_WAIT_PACKAGES = ("multiprocessing/", "concurrent/futures/", "asyncio/")
+_STDLIB = sysconfig.get_paths()["stdlib"]
+_PATH_CUTS = frozenset({"lib", "Lib", "site-packages", "dist-packages"})
+
+
+def _waits(code: Any) -> bool:
+    """Whether ``code`` is the standard library's waiting machinery (threads, queues,
+    processes, sockets), whose inner calls follow the clock, not the work."""
+    if isinstance(code, str) or not code.co_filename.startswith(_STDLIB):
+        return False
+    short = _short_path(code.co_filename)
+    return short in _WAIT_FILES or short.startswith(_WAIT_PACKAGES)
+
+
+def python_calls(profiler: Any) -> tuple[int, dict[str, int]]:
+    """The calls a ``cProfile.Profile`` counted, in all and per :func:`python_label`,
+    leaving out the calls made from inside the standard library's waits (``threading``,
+    ``queue``, ``multiprocessing``, ``selectors``, ...): how many rounds a
+    ``Condition.wait`` takes depends on how soon another thread answers. The call to
+    the wait itself is counted.
+
+    Example:
+        >>> import cProfile
+        >>> counter = cProfile.Profile()
+        >>> counter.enable(); n = len([1, 2]); counter.disable()
+        >>> python_calls(counter)
+        (1, {'<built-in method builtins.len>': 1})
+    """
+    per: dict[str, int] = {}
+    for entry in profiler.getstats():
+        label = python_label(entry.code)
+        if label is not None:
+            per[label] = per.get(label, 0) + entry.callcount
+    for entry in profiler.getstats():
+        if _waits(entry.code):
+            for callee in entry.calls or ():
+                label = python_label(callee.code)
+                if label in per:
+                    per[label] -= callee.callcount
+    per = {label: n for label, n in per.items() if n > 0}
+    return sum(per.values()), per
