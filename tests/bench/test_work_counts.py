@@ -42,15 +42,32 @@ def _work(calls: int = 4, **counts: list[int] | int) -> dict:
 # --- measuring: real code on the CPU ------------------------------------------------
 
 
-def test_counts_of_the_same_code_repeat_and_a_real_change_moves_them():
-    """A replay buffer's sample counted twice gives the same aten ops per call; the same
-    sample followed by a defensive copy of the batch counts more."""
+def _filled_buffer():
+    """A replay buffer holding 256 transitions, on the CPU."""
     from tensordict import TensorDict
 
     from rlpace.data import ReplayBuffer, TensorStorage
 
     rb = ReplayBuffer(TensorStorage(256))
     rb.extend(TensorDict({"obs": torch.randn(256, 4), "r": torch.randn(256)}, [256]))
+    return rb
+
+
+def _counted_twice_and_changed(plain, changed):
+    """``plain`` counted twice and ``changed`` once, four calls each, both warmed up."""
+    for fn in (plain, changed):
+        fn()
+    return (
+        measure_work_counts(plain, calls=4, cuda=False),
+        measure_work_counts(plain, calls=4, cuda=False),
+        measure_work_counts(changed, calls=4, cuda=False),
+    )
+
+
+def test_counts_of_the_same_code_repeat_and_a_real_change_moves_them():
+    """A replay buffer's sample counted twice gives the same aten ops per call; the same
+    sample followed by a defensive copy of the batch counts more."""
+    rb = _filled_buffer()
 
     def plain():
         return rb.sample(32)
@@ -58,11 +75,7 @@ def test_counts_of_the_same_code_repeat_and_a_real_change_moves_them():
     def with_copy():
         return rb.sample(32).clone()
 
-    for fn in (plain, with_copy):
-        fn()
-    first = measure_work_counts(plain, calls=4, cuda=False)
-    again = measure_work_counts(plain, calls=4, cuda=False)
-    changed = measure_work_counts(with_copy, calls=4, cuda=False)
+    first, again, changed = _counted_twice_and_changed(plain, with_copy)
     assert first["ops"] == again["ops"] and len(set(first["ops"])) == 1
     assert first["kernels"] == first["syncs"] == first["copies"] == [0] * 4
     assert min(changed["ops"]) > max(first["ops"])
@@ -77,12 +90,7 @@ def test_python_calls_see_a_check_that_dispatches_no_operator():
     """A key check in pure Python (what ``ReplayBuffer.sample`` would do to validate a
     batch) adds no aten op, so only ``py_calls`` moves; counted twice, the plain call
     counts the same, and the comment names the functions that ran more."""
-    from tensordict import TensorDict
-
-    from rlpace.data import ReplayBuffer, TensorStorage
-
-    rb = ReplayBuffer(TensorStorage(256))
-    rb.extend(TensorDict({"obs": torch.randn(256, 4), "r": torch.randn(256)}, [256]))
+    rb = _filled_buffer()
     expected = ("obs", "r")
 
     def sample():
@@ -95,11 +103,7 @@ def test_python_calls_see_a_check_that_dispatches_no_operator():
             raise KeyError(f"a batch without {missing}")
         return batch
 
-    for fn in (sample, sample_checked):
-        fn()
-    first = measure_work_counts(sample, calls=4, cuda=False)
-    again = measure_work_counts(sample, calls=4, cuda=False)
-    checked = measure_work_counts(sample_checked, calls=4, cuda=False)
+    first, again, checked = _counted_twice_and_changed(sample, sample_checked)
     assert first["py_calls"] == again["py_calls"] and len(set(first["py_calls"])) == 1
     assert checked["ops"] == first["ops"]  # no operator: the profiler alone is blind
     assert min(checked["py_calls"]) > max(first["py_calls"])
