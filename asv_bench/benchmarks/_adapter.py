@@ -12,8 +12,9 @@ from the case's source, a ``setup`` that
 builds the callable (raising ``NotImplementedError``, asv's skip, for a
 ``SkipCase`` or a missing CUDA device), ``time_case`` that calls it (synchronizing
 CUDA), ``teardown``, in the GPU set ``track_peak_cuda_memory`` and the work counts
-``track_kernels`` / ``track_syncs`` / ``track_copies`` / ``track_ops`` / ``track_py_calls``, and asv's ``timer``
-(``time.process_time``) for a case declared with ``timer="cpu"``.
+``track_kernels`` / ``track_syncs`` / ``track_copies`` / ``track_ops`` /
+``track_py_calls`` (the CPU set's noise-free series live in ``counts`` and ``work``),
+and asv's ``timer`` (``time.process_time``) for a case declared with ``timer="cpu"``.
 
 The suite directory is ``tests/benchmarks`` of this repository, or
 ``$RLPACE_SUITE_DIR`` when set.
@@ -186,6 +187,17 @@ WORK_METRICS = {
     "py_calls": "Python calls",
 }
 """The work counts tracked per call in the GPU set (rlpace.bench.work_counts)."""
+
+
+def claimed_by_count_tier(c: Any, params: dict[str, Any]) -> bool:
+    """Whether the count tier counts this parameter set of case ``c`` (its
+    ``count_decision``; a commit from before per-parameter decisions: ``count``, else
+    ``timer == "cpu"``)."""
+    decide = getattr(c, "count_decision", None)
+    if decide is not None:
+        return decide(**params) is None
+    declared = getattr(c, "count", None)
+    return getattr(c, "timer", "wall") == "cpu" if declared is None else bool(declared)
 
 
 def _skip(reason: str) -> Exception:

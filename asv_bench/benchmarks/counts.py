@@ -19,7 +19,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from benchmarks._adapter import cases, suite_dir
+from benchmarks._adapter import cases, claimed_by_count_tier, suite_dir
 
 
 def _claimed() -> list[str]:
@@ -29,13 +29,7 @@ def _claimed() -> list[str]:
         if not c.in_set("cpu"):
             continue
         for params in c.grid("cpu"):
-            decide = getattr(c, "count_decision", None)
-            if decide is not None:
-                claimed = decide(**params) is None
-            else:  # a commit from before per-parameter decisions
-                declared = getattr(c, "count", None)
-                claimed = getattr(c, "timer", "wall") == "cpu" if declared is None else declared
-            if claimed:
+            if claimed_by_count_tier(c, params):
                 ids.append(c.test_id(**params))
     return ids
 

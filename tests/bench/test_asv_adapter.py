@@ -31,6 +31,13 @@ def test_counted(impl, n):
 @case(params={"n": [4]}, gpu=True, timer="cpu")
 def test_device(n, device):
     return lambda: CALLS.append((n, device))
+
+
+@case(params={"n": [1, 2, 3]}, count=lambda n: n == 1 or "workers")
+def test_workers(n):
+    if n == 3:
+        raise SkipCase("no workers at n=3")
+    return Timed(lambda: [sorted(range(k)) for k in range(n)], teardown=lambda: TEARDOWNS.append(n))
 """
 
 BROKEN = "import rlpace.no_such_module_at_this_commit\n"
@@ -134,6 +141,28 @@ def test_gpu_work_trackers_count_the_call_and_skip_where_rlpace_cannot(adapter, 
         monkeypatch.setitem(sys.modules, f"rlpace.bench.work_counts{module}", None)
     with pytest.raises(NotImplementedError, match="no work counts"):
         bench.track_syncs(4, "cuda")
+
+
+def test_work_tracks_the_wall_clock_cases_from_one_pass(adapter):
+    """``Work`` counts every wall-clock parameter set of the CPU set once, in
+    ``setup_cache``, and tears each down; a counted parameter set is not there, a case
+    that cannot be built is skipped with its reason."""
+    work = importlib.import_module("benchmarks.work")
+    cases_module = sys.modules["rlpace_suite_cases.test_cases"]
+    ids = work.Work.params[0]
+    assert "test_workers[2]" in ids and "test_workers[1]" not in ids  # counted under Callgrind
+    assert not any(i.startswith("test_device") for i in ids)
+    bench = work.Work()
+    data = bench.setup_cache()
+    assert 2 in cases_module.TEARDOWNS
+    bench.setup(data, "test_workers[2]")
+    # the lambda, its comprehension, sorted twice (calling a type, range, is no call)
+    assert bench.track_py_calls(data, "test_workers[2]") == 4
+    assert bench.track_ops(data, "test_workers[2]") == 0
+    with pytest.raises(NotImplementedError, match="SkipCase: no workers at n=3"):
+        bench.setup(data, "test_workers[3]")
+    with pytest.raises(NotImplementedError, match="no work counts"):
+        bench.setup({"unavailable": "this commit's rlpace has no work counts"}, "test_workers[2]")
 
 
 def test_asv_discovers_the_real_suite_in_both_sets():

@@ -1,0 +1,86 @@
+"""Work counts of the CPU set's wall-clock cases as asv ``track_*`` series.
+
+The count tier (``counts``) gives the cases it counts a noise-free history; the cases
+it leaves on the wall clock (workers, threads, waits) get theirs here: the aten ops and
+Python-level calls their calling thread makes per call
+(:mod:`rlpace.bench.work_counts`). Building a collector spawns its workers, so one
+asv process per case and metric would cost minutes per commit; instead one class's
+``setup_cache`` builds each such case once, counts its calls
+(:func:`rlpace.bench.work_counts.measure.measure_work_counts`, on the CPU alone) and
+tears it down, and asv hands the result to ``track_ops`` / ``track_py_calls``.
+
+A commit whose rlpace has no work counts skips these benchmarks and says why, as does
+a case that could not be built or counted.
+"""
+
+from __future__ import annotations
+
+from benchmarks._adapter import cases, claimed_by_count_tier
+
+
+def _on_the_clock() -> list[tuple[object, dict]]:
+    """``(case, params)`` of every parameter set of the CPU set the count tier leaves
+    to the clock."""
+    found = []
+    for c in cases():
+        if c.in_set("cpu"):
+            found += [(c, p) for p in c.grid("cpu") if not claimed_by_count_tier(c, p)]
+    return found
+
+
+def _count(c, params: dict) -> dict:
+    """The median work per call of one case, built, warmed up, counted, torn down."""
+    import torch
+
+    from rlpace.bench.work_counts.measure import measure_work_counts
+    from rlpace.bench.work_counts.verdict import describe_counts
+
+    torch.set_num_threads(1)
+    timed = c.make(**params)
+    try:
+        timed.fn()
+        return describe_counts(measure_work_counts(timed.fn, cuda=False))
+    finally:
+        if timed.teardown is not None:
+            timed.teardown()
+
+
+class Work:
+    """Aten ops and Python calls per call of every wall-clock case of the CPU set."""
+
+    params = [[c.test_id(**p) for c, p in _on_the_clock()] or ["none"]]
+    param_names = ["case"]
+    timeout = 1800  # every wall-clock case built and counted, in setup_cache
+
+    def setup_cache(self):
+        try:
+            import rlpace.bench.work_counts.measure  # noqa: F401
+        except ImportError:
+            return {"unavailable": "this commit's rlpace has no work counts"}
+        counts, not_counted = {}, {}
+        for c, params in _on_the_clock():
+            test_id = c.test_id(**params)
+            try:
+                counts[test_id] = _count(c, params)
+            except Exception as exc:  # a skip, or a case broken at this commit
+                not_counted[test_id] = f"{type(exc).__name__}: {exc}"[:300]
+        return {"counts": counts, "not_counted": not_counted}
+
+    def setup(self, data, case):
+        if "unavailable" in data:
+            raise NotImplementedError(data["unavailable"])
+        if case not in data["counts"]:
+            raise NotImplementedError(data["not_counted"].get(case, "not in this commit's suite"))
+
+    def track_ops(self, data, case):
+        return data["counts"][case]["ops"]
+
+    track_ops.unit = "aten ops"
+
+    def track_py_calls(self, data, case):
+        value = data["counts"][case].get("py_calls")
+        if value is None:
+            raise NotImplementedError("this commit's rlpace does not count Python calls")
+        return value
+
+    track_py_calls.unit = "Python calls"
