@@ -107,6 +107,13 @@ def test_aa_on_a_tiny_suite(tiny_suite, monkeypatch, capsys):
         "clean-0.json", "clean-1.json", "clean-2.json",
         "slow-0.json", "slow-1.json", "slow-2.json",
     ]  # fmt: skip
+    # the first two clean runs count each case's work, the others only time
+    counted = {
+        p.name
+        for p in runs_dir.glob("*.json")
+        if all("work_counts" in b["extra_info"] for b in json.loads(p.read_text())["benchmarks"])
+    }
+    assert counted == {"clean-0.json", "clean-1.json"}
     by_name = {b.fullname.rsplit("::", 1)[-1]: b for b in cal.benchmarks}
     assert set(by_name) == {"test_alpha", "test_beta"}
 

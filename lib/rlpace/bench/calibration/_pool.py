@@ -31,11 +31,15 @@ from rlpace.bench.errors import BenchInputError
 from rlpace.bench.render_calibration import format_calibration
 from rlpace.bench.results import load_results
 from rlpace.bench.runner import RunSettings, abba_schedule, run, suite_present
+from rlpace.bench.work_counts.measure import ENV as WORK_COUNTS_ENV
 
-__all__ = ["run_calibration", "write_calibration"]
+__all__ = ["WORK_COUNTED_RUNS", "run_calibration", "write_calibration"]
 
 POOL_SIDES = ("clean", "slow")
 """The two pools; a run's file is ``<pool>-<i>.json`` under the runs directory."""
+WORK_COUNTED_RUNS = 2
+"""Clean-pool runs that also count each timed case's work (an A/A pair of work counts,
+:mod:`rlpace.bench.work_counts`); the other runs only time, since the counts repeat."""
 
 
 def run_calibration(
@@ -84,6 +88,8 @@ def run_calibration(
             frames[kind][j] = load_results(output)
             continue
         environ = {SLOWDOWN_ENV: (config.inject or "") if kind == "slow" else ""}
+        if kind != "clean" or j >= WORK_COUNTED_RUNS:  # the counts repeat; timing is the pool's job
+            environ[WORK_COUNTS_ENV] = "0"
         for _attempt in range(2):  # one retry: a long pool should survive one stray failure
             outcome = run(
                 set_name=config.set_name,
