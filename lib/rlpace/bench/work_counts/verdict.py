@@ -186,8 +186,8 @@ class WorkChange:
     """Why a case was not judged (``unmeasured``)."""
     names: tuple[tuple[str, float, float], ...] = ()
     """For a case whose work moved: the event names (aten ops, CUDA runtime calls,
-    Python functions and builtins) whose count per call moved most, ``(name, base, head)``; empty when a side's file
-    keeps no names."""
+    Python functions and builtins) whose count per call moved most,
+    ``(name, base, head)``; empty when a side's file keeps no names."""
 
     @property
     def flagged(self) -> bool:
