@@ -737,15 +737,26 @@ def test_untouched():
 def test_pr_flags_a_wall_clock_case_whose_thread_launches_more_work(tmp_path, monkeypatch):
     """A head that takes a defensive copy of each assembled batch (a real change the
     clock cannot tell from noise at 25 %): the work counts of the calling thread flag
-    it, and nothing else; only the first run of each side counts."""
+    it, and nothing else; only the first run of each side counts, and a flag the counts
+    decided is not run again to confirm it."""
+    import rlpace.bench.pipeline as pipeline
+
+    again, rerun = pipeline._again, []
+
+    def recording(set_name, sides, cache, config, progress, stage, names, *rest, **kw):
+        rerun.extend(names if stage == "confirm" else [])
+        return again(set_name, sides, cache, config, progress, stage, names, *rest, **kw)
+
+    monkeypatch.setattr(pipeline, "_again", recording)
     repo = _pr_over(
         tmp_path,
         monkeypatch,
         WALL_CASES,
         ".clone()",
         "head: a defensive copy of each batch",
-        *("--no-counts", "--confirm", "0"),
+        "--no-counts",
     )
+    assert not any(name.endswith("test_batches") for name in rerun)
     data = json.loads((repo / "reports" / "pr" / "cpu.json").read_text())
     rows = {row["name"]: row for row in data["rows"]}
     batches = rows["test_batches"]

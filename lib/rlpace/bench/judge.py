@@ -201,6 +201,23 @@ class Judge:
         """
         return [r.fullname for r in comparison.rows if r.verdict in _FLAGS]
 
+    def to_confirm(self, comparison: Comparison) -> list[str]:
+        """The flagged benchmarks a confirmation would run again: all but those whose
+        work counts decided the flag (exact counts: fresh runs would count the same).
+
+        Example:
+            >>> from rlpace.bench.compare import BenchmarkChange
+            >>> rows = (BenchmarkChange("a", "a", Verdict.WORSENED, work_verdict="regression"),
+            ...         BenchmarkChange("b", "b", Verdict.WORSENED, work_verdict="same"))
+            >>> Judge().to_confirm(Comparison(rows=rows))
+            ['b']
+        """
+        return [
+            r.fullname
+            for r in comparison.rows
+            if r.verdict in _FLAGS and r.work_verdict not in DECIDING
+        ]
+
     def confirm(
         self,
         first: Comparison,
@@ -227,10 +244,8 @@ class Judge:
             >>> same.confirm_repeats
             0
         """
-        flagged = self.flagged(first)
-        # a work count that moved is exact: fresh runs would count the same
-        exact = {r.fullname for r in first.rows if r.work_verdict in DECIDING}
-        asked = set(flagged if names is None else names) - exact
+        flagged = self.to_confirm(first)
+        asked = set(flagged if names is None else names)
         names = [n for n in flagged if n in asked]
         if not names:
             return first

@@ -576,8 +576,9 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
         if count_tier is not None:
             count_tier = replace(count_tier, timed_once=split)
         # counted cases timed once a side (the CPU-clock pass) are timed for display:
-        # their clock's flags are not put to a confirmation (apply_count_tier decides)
-        flagged = set(judge.flagged(comparison))
+        # their clock's flags are not put to a confirmation (apply_count_tier decides),
+        # nor are flags their work counts decided
+        flagged = set(judge.to_confirm(comparison))
         names = [
             r.fullname
             for r in comparison.rows
