@@ -114,6 +114,33 @@ def test_python_calls_see_a_check_that_dispatches_no_operator():
     assert compare_work_counts("rb", again, first).verdict == "same"
 
 
+def test_the_function_whose_own_calls_grew_is_named_first():
+    """The same function in base and head, head with a key check added to its body: it
+    is called as often as before but makes more calls itself, so "what ran more" names
+    it first, ahead of the library functions the check calls."""
+    import functools
+
+    rb = _filled_buffer()
+    body = "def next_batch(rb):\n    batch = rb.sample(32)\n{check}    return batch\n"
+    check = "    missing = sorted({'obs', 'r'} - set(batch.keys()))\n    assert not missing\n"
+    counted = []
+    for version in ("", check):
+        scope: dict = {}
+        exec(compile(body.format(check=version), "/c/lib/rlpace/data/_batches.py", "exec"), scope)
+        fn = functools.partial(scope["next_batch"], rb)
+        fn()
+        counted.append(measure_work_counts(fn, calls=4, cuda=False))
+    base, head = counted
+    change = compare_work_counts("rb", head, base)
+    assert change.moved == ("py_calls",)
+    name, before, after = change.names[0]
+    assert name == "calls made by rlpace/data/_batches.py:next_batch" and after > before
+    # a table not in its form (a file another tool wrote) names no function, keeps the rest
+    for bad in ({"x.py:f": [1]}, {"x.py:f": ["1", 2]}, {"x.py:f": [True, 2]}, ["x.py:f"]):
+        odd = compare_work_counts("rb", {**head, "calls_made": bad}, base)
+        assert odd.moved == ("py_calls",) and not odd.names[0][0].startswith("calls made by")
+
+
 def test_python_calls_are_named_alike_wherever_the_tree_is_checked_out():
     """Base and head run from different directories, and an edit moves line numbers:
     a function's name carries neither."""

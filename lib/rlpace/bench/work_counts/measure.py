@@ -24,7 +24,7 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from rlpace.bench.work_counts.python import is_python_label, python_calls
+from rlpace.bench.work_counts.python import calls_made, is_python_label, python_calls
 
 __all__ = [
     "CALLS",
@@ -195,11 +195,13 @@ def measure_work_counts(
 
     Returns:
         ``{"calls": n, "kernels": [...], "syncs": [...], "copies": [...], "ops": [...],
-        "py_calls": [...], "names": {...}, "profiler": "torch <version>"}``: one count
-        per call for each metric, and the median count per call of each event name and
-        Python function (:func:`count_names`,
-        :func:`~rlpace.bench.work_counts.python.python_calls`); ``py_calls`` is
-        left out when another profiler holds Python's profiling hook.
+        "py_calls": [...], "names": {...}, "calls_made": {...}, "profiler": "torch
+        <version>"}``: one count per call for each metric, the median count per call
+        of each event name and Python function (:func:`count_names`,
+        :func:`~rlpace.bench.work_counts.python.python_calls`) and, for the Python
+        functions that made the most calls themselves, ``[times called, calls made]``
+        (:func:`~rlpace.bench.work_counts.python.calls_made`); ``py_calls`` and
+        ``calls_made`` are left out when another profiler holds Python's profiling hook.
 
     Example:
         >>> import torch
@@ -227,6 +229,8 @@ def measure_work_counts(
     # Python <= 3.11 would replace (and then clear) another profiler's hook: leave it be
     py_totals: list[int] | None = None if sys.getprofile() is not None else []
     py_names: dict[str, list[int]] = {}
+    py_made: dict[str, list[int]] = {}
+    py_called: dict[str, list[int]] = {}
     collecting = gc.isenabled()
     gc.collect()
     gc.disable()  # a collection's finalizers would land in whichever call it interrupts
@@ -252,6 +256,9 @@ def measure_work_counts(
                     py_totals.append(total)
                     for name, n in per.items():
                         py_names.setdefault(name, [0] * calls)[i] = n
+                    for name, n in calls_made(counter).items():
+                        py_made.setdefault(name, [0] * calls)[i] = n
+                        py_called.setdefault(name, [0] * calls)[i] = per.get(name, 0)
     finally:
         if collecting:
             gc.enable()
@@ -261,6 +268,9 @@ def measure_work_counts(
     if py_totals is not None and len(py_totals) == calls:
         out["py_calls"] = py_totals
         names.update(_kept_medians(py_names, NAMES_KEPT))
+        made = _kept_medians(py_made, NAMES_KEPT)
+        called = {name: statistics.median(py_called[name]) for name in made}
+        out["calls_made"] = {name: [float(called[name]), made[name]] for name in made}
     out["names"] = dict(sorted(names.items()))
     out["profiler"] = f"torch {torch.__version__}"
     return out

@@ -22,7 +22,7 @@ import re
 import sysconfig
 from typing import Any
 
-__all__ = ["is_python_label", "python_calls", "python_label"]
+__all__ = ["calls_made", "is_python_label", "python_calls", "python_label"]
 
 
 def is_python_label(name: str) -> bool:
@@ -123,3 +123,29 @@ def python_calls(profiler: Any) -> tuple[int, dict[str, int]]:
                     per[label] -= callee.callcount
     per = {label: n for label, n in per.items() if n > 0}
     return sum(per.values()), per
+
+
+def calls_made(profiler: Any) -> dict[str, int]:
+    """Per Python function (:func:`python_label`), the calls it made itself, to its
+    direct callees; the standard library's waits make none (see :func:`python_calls`).
+    A function called as often as before that makes more calls is where a change
+    went in, or where the data took another branch.
+
+    Example:
+        >>> import cProfile
+        >>> def check(keys):
+        ...     return sorted(set(keys)) == sorted(keys)
+        >>> counter = cProfile.Profile()
+        >>> counter.enable(); ok = check(["a"]); counter.disable()
+        >>> {label.rpartition(":")[2]: n for label, n in calls_made(counter).items()}
+        {'check': 2}
+    """
+    made: dict[str, int] = {}
+    for entry in profiler.getstats():
+        label = python_label(entry.code)
+        if label is None or isinstance(entry.code, str) or _waits(entry.code):
+            continue
+        n = sum(callee.callcount for callee in entry.calls or ())
+        if n:
+            made[label] = made.get(label, 0) + n
+    return made

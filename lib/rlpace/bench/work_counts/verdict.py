@@ -36,7 +36,9 @@ __all__ = [
     "TYPICAL_SHARE",
     "WorkChange",
     "compare_work_counts",
+    "INSIDE",
     "describe_counts",
+    "grew_inside",
     "names_of",
     "work_counts_of",
 ]
@@ -153,6 +155,53 @@ def _changed_names(head: Any, base: Any, limit: int = 12) -> tuple[tuple[str, fl
     return tuple(moved[:limit])
 
 
+INSIDE = "calls made by "
+"""How the comment names a function whose own calls moved while it was called as often
+as before (:func:`grew_inside`): the likeliest place of the change."""
+
+
+def grew_inside(head: Any, base: Any, limit: int = 3) -> tuple[tuple[str, float, float], ...]:
+    """The Python functions called as often in head as in base that made more or fewer
+    calls themselves, ``(INSIDE + name, base made, head made)``, the largest moves
+    first: where the code changed, or took another branch. Empty when a side keeps no
+    ``calls_made`` (or not in its form).
+
+    Example:
+        >>> base = {"calls_made": {"rlpace/c.py:C.next": [1, 14], "td.py:keys": [4, 8]}}
+        >>> head = {"calls_made": {"rlpace/c.py:C.next": [1, 20], "td.py:keys": [9, 18]}}
+        >>> grew_inside(head, base)
+        (('calls made by rlpace/c.py:C.next', 14.0, 20.0),)
+    """
+    h, b = _calls_made_of(head), _calls_made_of(base)
+    if h is None or b is None:
+        return ()
+    moved = [
+        (INSIDE + name, b[name][1], h[name][1])
+        for name in h.keys() & b.keys()
+        if h[name][0] == b[name][0] and h[name][1] != b[name][1]
+    ]
+    moved.sort(key=lambda item: (-abs(item[2] - item[1]), item[0]))
+    return tuple(moved[:limit])
+
+
+def _calls_made_of(raw: Any) -> dict[str, tuple[float, float]] | None:
+    """``calls_made`` of a result's work counts, checked (None: absent or not in its form)."""
+    made = raw.get("calls_made") if isinstance(raw, Mapping) else None
+    if not isinstance(made, Mapping) or len(made) > 4 * NAMES_KEPT:
+        return None
+    out = {}
+    for name, pair in made.items():
+        ok = isinstance(name, str) and 0 < len(name) <= _NAME_LIMIT and isinstance(pair, list)
+        if not ok or len(pair) != 2:
+            return None
+        if any(
+            isinstance(x, bool) or not isinstance(x, int | float) or not 0 <= x < 1e9 for x in pair
+        ):
+            return None
+        out[name] = (float(pair[0]), float(pair[1]))
+    return out
+
+
 def describe_counts(counts: Mapping[str, list[int]]) -> dict[str, float]:
     """The median per call of each metric.
 
@@ -185,8 +234,9 @@ class WorkChange:
     reason: str = ""
     """Why a case was not judged (``unmeasured``)."""
     names: tuple[tuple[str, float, float], ...] = ()
-    """For a case whose work moved: the event names (aten ops, CUDA runtime calls,
-    Python functions and builtins) whose count per call moved most,
+    """For a case whose work moved: first the Python functions called as often as
+    before whose own calls moved (:func:`grew_inside`), then the event names (aten ops,
+    CUDA runtime calls, Python functions and builtins) whose count per call moved most,
     ``(name, base, head)``; empty when a side's file keeps no names."""
 
     @property
@@ -240,7 +290,7 @@ def compare_work_counts(test_id: str, head: Any, base: Any) -> WorkChange:
     down = tuple(m for m in both if step[m] < 0)
     verdict = "mixed" if up and down else "regression" if up else "improvement" if down else "same"
     moved = tuple(m for m in METRICS if m in up or m in down)
-    names = _changed_names(head, base) if moved else ()
+    names = (grew_inside(head, base) + _changed_names(head, base, limit=9)) if moved else ()
     judged = {m: b[m] for m in both}, {m: h[m] for m in both}
     return WorkChange(
         test_id, verdict, describe_counts(judged[0]), describe_counts(judged[1]), moved, names=names
