@@ -78,6 +78,11 @@ def test_nap(clock):
     return lambda: time.sleep(0.02)  # 20 ms of wall time, next to no CPU time
 
 
+@case(params={"clock": ["cpu"]}, timer="cpu", count=lambda clock: "too slow under Valgrind")
+def test_nap_declared(clock):
+    return lambda: sorted(range(3))
+
+
 @case(params={"clock": ["wall"]})
 def test_nap_wall(clock):
     import time
@@ -147,6 +152,7 @@ def test_run_command_applies_stable_settings_and_records_the_environment(
         "test_sleepy[1]",
         "test_nap[cpu]",
         "test_nap_wall[wall]",
+        "test_nap_declared[cpu]",
     }
     assert "torchrl twin needs an extension that is not built here" in shown
     probe_rlpace = by_name["test_probe[rlpace-8]"]
@@ -163,7 +169,12 @@ def test_run_command_applies_stable_settings_and_records_the_environment(
         "timer": "wall",
     }
     assert len(probe_rlpace["stats"]["data"]) == probe_rlpace["stats"]["rounds"] >= 5
-    assert len(load_results(out)) == 7
+    assert len(load_results(out)) == 8
+    # a CPU-clock case the count tier leaves out counts its work in four calls instead;
+    # one it claims does not
+    declared = by_name["test_nap_declared[cpu]"]["extra_info"]["work_counts"]
+    assert declared["calls"] == 4 and declared["py_calls"] == [2] * 4  # the lambda, sorted
+    assert "work_counts" not in by_name["test_nap[cpu]"]["extra_info"]
     # a timer="cpu" case is timed on this process's CPU time: a sleep costs nothing
     nap, nap_wall = by_name["test_nap[cpu]"], by_name["test_nap_wall[wall]"]
     assert nap["extra_info"]["timer"] == "cpu" and nap_wall["extra_info"]["timer"] == "wall"

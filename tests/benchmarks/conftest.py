@@ -16,7 +16,8 @@ Every result file also carries the environment metadata of
 and every result's ``extra_info`` names its ``set``. Items of the GPU set carry the
 ``gpu`` marker. A case on CUDA is timed with
 ``torch.cuda.synchronize()`` after each call and records ``peak_cuda_memory_bytes``.
-A case on CUDA or on the wall clock also records, from a few more calls under
+A case on CUDA or on the wall clock, or on the CPU clock but left out of the count
+tier, also records, from a few more calls under
 ``torch.profiler`` and ``cProfile``, the kernels, syncs, copies, aten ops and Python
 calls each call made from its thread (``extra_info["work_counts"]``, see :mod:`rlpace.bench.work_counts`;
 ``$RLPACE_BENCH_WORK_COUNTS=0`` turns that off).
@@ -172,6 +173,8 @@ def pytest_pyfunc_call(pyfuncitem):
             _time_on_wall_clock(benchmark, timed.fn, pyfuncitem.config)
         else:
             benchmark(timed.fn)
+            if c.count_decision(**params) is not None:  # timed, not counted: its work is
+                _count_declared_out(benchmark, timed.fn, pyfuncitem.config)
     finally:
         if timed.teardown is not None:
             timed.teardown()
@@ -235,12 +238,27 @@ def _time_on_cuda(benchmark, fn, config):
         benchmark.extra_info[EXTRA_INFO_KEY] = _work_counts(fn)
 
 
-def _work_counts(fn, cuda=None):
+def _count_declared_out(benchmark, fn, config):
+    """A CPU-clock case the count tier does not claim (``torch.compile``, the cases too
+    slow under Valgrind) has its work counted instead, on the CPU alone and in
+    :data:`DECLARED_OUT_CALLS` calls (3 in 4 make a typical call): each call costs up
+    to a fifth of a second."""
+    if not benchmark.disabled and config.rlpace_work_counts:
+        benchmark.extra_info[EXTRA_INFO_KEY] = _work_counts(
+            fn, cuda=False, calls=DECLARED_OUT_CALLS
+        )
+
+
+DECLARED_OUT_CALLS = 4
+"""Calls counted for a CPU-clock case the count tier leaves out."""
+
+
+def _work_counts(fn, cuda=None, calls=None):
     """The kernels, syncs, copies, aten ops and Python calls of a few more calls, counted
     after the timing (see :mod:`rlpace.bench.work_counts`; ``cuda``: profile the device
     too, None: when CUDA is available); an error is kept, not raised: the timing stands
     without the counts."""
     try:
-        return measure_work_counts(fn, cuda=cuda)
+        return measure_work_counts(fn, cuda=cuda, **({} if calls is None else {"calls": calls}))
     except Exception as exc:  # the profiler can be missing or busy; the timing stands
         return {"error": f"{type(exc).__name__}: {exc}"[:300]}

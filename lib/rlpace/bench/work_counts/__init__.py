@@ -11,8 +11,9 @@ machine is. For the GPU set they are the counterpart of the CPU set's
 instruction counts; for a wall-clock case they see the calling thread's share of the
 work (a collector's batch assembly), not its workers'.
 
-The suite's pytest plugin counts every CUDA case and every wall-clock case once more
-after timing it (:func:`~rlpace.bench.work_counts.measure.measure_work_counts`: ``torch.profiler`` and ``cProfile``, each of
+The suite's pytest plugin counts every CUDA case, every wall-clock case and every
+CPU-clock case the count tier leaves out (``torch.compile``, the cases too slow under
+Valgrind; in 4 calls) once more after timing it (:func:`~rlpace.bench.work_counts.measure.measure_work_counts`: ``torch.profiler`` and ``cProfile``, each of
 :data:`~rlpace.bench.work_counts.measure.CALLS` calls in a region of its own) and keeps the per-call counts in the
 result's ``extra_info["work_counts"]`` (``$RLPACE_BENCH_WORK_COUNTS=0`` turns that
 off; ``rlpace-bench pr`` counts in the first run of each side, since the counts
