@@ -509,3 +509,18 @@ def test_the_sensitivity_line_claims_only_rows_whose_thread_launches_something()
                         work_verdict="unmeasured"),
     )  # fmt: skip
     assert sensitivity(Comparison(rows=rows)).work_counted == 1
+    # a thread that hands each batch to another thread makes a few Python calls and no
+    # operator: claimed, and said to hand its work off
+    handoff = {**zeros, "py_calls": 4}
+    rows += (
+        BenchmarkChange("t::d", "d", Verdict.UNCHANGED, median_change_pct=1.0, mdc_pct=9.0,
+                        work_verdict="same", work_base=handoff, work_head=handoff),
+    )  # fmt: skip
+    seen = sensitivity(Comparison(rows=rows))
+    assert (seen.work_counted, seen.work_handoff) == (2, 1)
+    from rlpace.bench.render import sensitivity_text
+
+    assert sensitivity_text(Comparison(rows=rows)).endswith(
+        "whatever its size in time; in 1 of them that thread dispatches no operator: it "
+        "hands the work to other threads or processes, whose work is left to the clock."
+    )

@@ -233,8 +233,14 @@ def sensitivity_text(comparison: Comparison, *, markdown: bool = True) -> str:
             f" {s.work_counted} of the timed {'one' if n == 1 else 'ones'} also "
             f"{'counts' if s.work_counted == 1 else 'count'} the kernels, syncs, copies, "
             "aten ops and Python calls each call makes from its thread, and catch any "
-            "change of those, whatever its size in time."
+            "change of those, whatever its size in time"
         )
+        if s.work_handoff:
+            text += (
+                f"; in {s.work_handoff} of them that thread dispatches no operator: it hands "
+                "the work to other threads or processes, whose work is left to the clock"
+            )
+        text += "."
     return text
 
 

@@ -101,6 +101,9 @@ class Sensitivity:
     """Timed rows whose work (kernels, syncs, copies, aten ops, Python calls per call) was also
     counted (:mod:`rlpace.bench.work_counts`) and is not nothing: they catch any change
     of that work, whatever its size in time, and only the clock sees the rest."""
+    work_handoff: int = 0
+    """Of :attr:`work_counted`, the rows whose calling thread dispatches no operator: it
+    hands the work to other threads or processes, whose work is not counted."""
 
     @property
     def judged(self) -> int:
@@ -157,6 +160,13 @@ class Sensitivity:
         return statistics.median(values) if values else math.nan
 
 
+def _hands_off(row: BenchmarkChange) -> bool:
+    """Whether a counted row's calling thread dispatches no operator (only Python calls:
+    it hands the work to other threads or processes)."""
+    base = row.work_base or {}
+    return not any(value > 0 for metric, value in base.items() if metric != "py_calls")
+
+
 def _launches(row: BenchmarkChange) -> bool:
     """Whether the row's work was counted on both sides and its calls launch anything
     from their thread (a case whose thread only waits for workers counts zeros)."""
@@ -173,7 +183,7 @@ def sensitivity(comparison: Comparison) -> Sensitivity:
         >>> sensitivity(Comparison(rows=rows, threshold=5.0)).catches(10.0)
         1
     """
-    timing, counts, controls, work = [], [], 0, 0
+    timing, counts, controls, work, handoff = [], [], 0, 0, 0
     for row in comparison.rows:
         counted = row.count_verdict in COUNT_VERDICTS
         if not counted and not math.isfinite(row.median_change_pct):
@@ -183,5 +193,7 @@ def sensitivity(comparison: Comparison) -> Sensitivity:
             continue
         pct, source = detectable_pct(row, comparison.threshold)
         (counts if source == "counts" else timing).append((row.name, pct))
-        work += source == "timing" and _launches(row)
-    return Sensitivity(comparison.threshold, tuple(timing), tuple(counts), controls, work)
+        claimed = source == "timing" and _launches(row)
+        work += claimed
+        handoff += claimed and _hands_off(row)
+    return Sensitivity(comparison.threshold, tuple(timing), tuple(counts), controls, work, handoff)
