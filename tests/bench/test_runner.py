@@ -118,7 +118,7 @@ def test_gpu_set_without_cuda_skips_with_a_reason_and_succeeds(suite_root, tmp_p
     shown = capfd.readouterr().out
     assert outcome.ok and outcome.benchmarks == 0
     # only the gpu=True case is in the set, on cuda, skipped with the reason
-    assert "1 skipped, 5 deselected" in shown
+    assert "1 skipped, 6 deselected" in shown
     assert "GPU set: no CUDA device is available on this machine" in shown
     doc = json.loads(outcome.output.read_text())
     assert doc["benchmarks"] == [] and doc["machine_info"]["rlpace"]["format_version"] == 1
