@@ -5,10 +5,10 @@ profiler, each call in a ``record_function`` region of its own, and counts per c
 the events inside the region on the calling thread (:data:`PROFILER_METRICS`), plus
 the most frequent event names (:func:`count_names`). Each call also runs under a
 ``cProfile`` counter of its own, which counts the Python-level calls made from that
-thread (``py_calls``; :func:`~rlpace.bench.work_counts.python.python_calls`), so Python work between the operators is
-counted too. The garbage collector is off while the calls are counted. The suite's
-pytest plugin stores the result in ``extra_info[EXTRA_INFO_KEY]``; :data:`ENV` turns
-that off.
+thread (``py_calls``; :mod:`rlpace.bench.work_counts.python`), so Python work between
+the operators is counted too. The garbage collector is off while the calls are
+counted. The suite's pytest plugin stores the result in ``extra_info[EXTRA_INFO_KEY]``;
+:data:`ENV` turns that off.
 
 Example:
     >>> import torch
@@ -53,7 +53,7 @@ METRICS = {
     "syncs": "host waits for the device (stream, event and device synchronizations)",
     "copies": "memory copies and fills issued (cudaMemcpy*, cudaMemset*)",
     "ops": "aten operators dispatched, nested ones included",
-    "py_calls": "Python-level calls: Python functions and the builtins they call (cProfile's count)",
+    "py_calls": "Python functions and builtins called (cProfile's count)",
 }
 """The metrics counted per call, and what each counts."""
 PROFILER_METRICS = ("kernels", "syncs", "copies", "ops")
