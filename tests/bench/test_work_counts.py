@@ -328,18 +328,35 @@ def test_the_typical_call_decides_and_occasional_work_does_not():
 
 
 def test_python_calls_that_follow_the_clock_do_not_move_but_a_real_change_does():
-    """Measured on the threaded batched collector with a 2 ms env: a call makes 2 143
-    Python calls, or 2 118 when it found its batch ready without one round of waiting.
-    A busier machine can make the short path the typical one: Python calls must then
-    lie beyond the other side's calls, while aten ops keep the typical-call rule."""
+    """Measured before the waits' own calls were left out, on the threaded batched
+    collector with a 2 ms env: a call made 2 143 Python calls, or 2 118 when its batch
+    was ready without one round of waiting, and a busier machine can make the short
+    path the typical one. Measured in an A/A `make bench`: a SAC trainer's start-up
+    made 285 964 calls in one process, 285 812 in another; a torchrl collector that
+    polls in its own code made 18 326 to 19 681, with no typical call. None of these
+    moves; aten ops keep their exact rule; a check that adds calls to a batch does."""
     quiet = _work(8, ops=230) | {"py_calls": [2143] * 8}
     busy = _work(8, ops=[229] * 6 + [230] * 2) | {"py_calls": [2118] * 6 + [2143] * 2}
     change = compare_work_counts("t", busy, quiet)
     assert (change.verdict, change.moved) == ("improvement", ("ops",))
     assert compare_work_counts("t", busy | {"ops": [230] * 8}, quiet).verdict == "same"
-    checked = quiet | {"py_calls": [2146] * 8}  # a check adds three calls a batch
+    start = _work(4, ops=29840)
+    later = compare_work_counts(
+        "t", start | {"py_calls": [285812] * 4}, start | {"py_calls": [285964] * 3 + [285839]}
+    )
+    assert later.verdict == "same"  # 0.05 %: within the tolerance
+    polling = _work(4) | {"py_calls": [18010, 18326, 18400, 18700]}
+    assert (
+        compare_work_counts(
+            "t", polling, _work(4) | {"py_calls": [19500, 19681, 19900, 20100]}
+        ).verdict
+        == "same"
+    )
+    checked = quiet | {"py_calls": [2170] * 8}  # a check adds 27 calls a batch (+1.3 %)
     assert compare_work_counts("t", checked, quiet).moved == ("py_calls",)
     assert compare_work_counts("t", checked, busy | {"ops": [230] * 8}).verdict == "regression"
+    small = quiet | {"py_calls": [2146] * 8}  # three calls (+0.14 %): under the tolerance
+    assert compare_work_counts("t", small, quiet).verdict == "same"
 
 
 def test_without_a_typical_call_every_head_call_must_be_beyond_every_base_call():
