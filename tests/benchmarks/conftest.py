@@ -31,6 +31,7 @@ import pytest
 
 from rlpace.bench.suite import SkipCase, clock_of, size_rounds
 from rlpace.bench.work_counts.measure import (
+    CALLS,
     ENV,
     EXTRA_INFO_KEY,
     counting_on,
@@ -253,12 +254,12 @@ DECLARED_OUT_CALLS = 4
 """Calls counted for a CPU-clock case the count tier leaves out."""
 
 
-def _work_counts(fn, cuda=None, calls=None):
+def _work_counts(fn, cuda=None, calls=CALLS):
     """The kernels, syncs, copies, aten ops and Python calls of a few more calls, counted
     after the timing (see :mod:`rlpace.bench.work_counts`; ``cuda``: profile the device
     too, None: when CUDA is available); an error is kept, not raised: the timing stands
     without the counts."""
     try:
-        return measure_work_counts(fn, cuda=cuda, **({} if calls is None else {"calls": calls}))
+        return measure_work_counts(fn, cuda=cuda, calls=calls)
     except Exception as exc:  # the profiler can be missing or busy; the timing stands
         return {"error": f"{type(exc).__name__}: {exc}"[:300]}

@@ -110,12 +110,13 @@ def python_calls(profiler: Any) -> tuple[int, dict[str, int]]:
         >>> python_calls(counter)
         (1, {'<built-in method builtins.len>': 1})
     """
+    entries = profiler.getstats()
     per: dict[str, int] = {}
-    for entry in profiler.getstats():
+    for entry in entries:
         label = python_label(entry.code)
         if label is not None:
             per[label] = per.get(label, 0) + entry.callcount
-    for entry in profiler.getstats():
+    for entry in entries:
         if _waits(entry.code):
             for callee in entry.calls or ():
                 label = python_label(callee.code)
