@@ -99,10 +99,12 @@ def test_aa_on_a_tiny_suite(tiny_suite, monkeypatch, capsys):
     cal = read_calibration(tiny_suite / "reports" / "aa" / "cpu.json")
     assert isinstance(cal, Calibration) and (cal.runs, cal.repeats, cal.pool) == (3, 1, 3)
     # the machine and the start of the pool's first run, from its result file
-    first = json.loads((Path(cal.runs_dir) / "clean-0.json").read_text())
+    # the pool's place, relative to the repository (the record is checked in)
+    assert cal.runs_dir == "build/rlpace-bench/aa/cpu"
+    first = json.loads((tiny_suite / cal.runs_dir / "clean-0.json").read_text())
     assert cal.created == first["datetime"] and cal.environment["torch"].startswith("2.")
     assert 0.0 <= cal.false_alarm_rate <= 1.0
-    runs_dir = Path(cal.runs_dir)
+    runs_dir = tiny_suite / cal.runs_dir
     assert sorted(p.name for p in runs_dir.glob("*.json")) == [
         "clean-0.json", "clean-1.json", "clean-2.json",
         "slow-0.json", "slow-1.json", "slow-2.json",

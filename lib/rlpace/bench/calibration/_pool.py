@@ -32,6 +32,7 @@ from rlpace.bench.render_calibration import format_calibration
 from rlpace.bench.results import load_results
 from rlpace.bench.runner import RunSettings, abba_schedule, run, suite_present
 from rlpace.bench.work_counts.measure import ENV as WORK_COUNTS_ENV
+from rlpace.bench.work_counts.measure import SKIP_ENV as WORK_COUNTS_SKIP_ENV
 
 __all__ = ["WORK_COUNTED_RUNS", "run_calibration", "write_calibration"]
 
@@ -90,6 +91,10 @@ def run_calibration(
         environ = {SLOWDOWN_ENV: (config.inject or "") if kind == "slow" else ""}
         if kind != "clean" or j >= WORK_COUNTED_RUNS:  # the counts repeat; timing is the pool's job
             environ[WORK_COUNTS_ENV] = "0"
+        else:  # as `pr` counts: never the twins, whose torchrl a PR cannot change
+            from rlpace.bench.controls import CONTROL_IMPL
+
+            environ[WORK_COUNTS_SKIP_ENV] = CONTROL_IMPL
         for _attempt in range(2):  # one retry: a long pool should survive one stray failure
             outcome = run(
                 set_name=config.set_name,
@@ -121,7 +126,10 @@ def run_calibration(
         environment=machine_environment(first.get("machine_info") or {}),
     )
     calibration = replace(
-        calibration, runs_dir=str(runs_dir), created=str(first.get("datetime") or "")
+        calibration,
+        # relative to the repository: the record is checked in and read on other machines
+        runs_dir=runs_dir.relative_to(repo).as_posix(),
+        created=str(first.get("datetime") or ""),
     )
     write_calibration(
         calibration, config.out_dir if config.out_dir.is_absolute() else repo / config.out_dir

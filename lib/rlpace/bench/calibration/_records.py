@@ -227,7 +227,9 @@ class Calibration:
     draws: tuple[tuple[tuple[int, ...], tuple[int, ...]], ...] = ()
     """Per A/A comparison, the clean-pool runs of side A and side B (``clean-<i>.json``)."""
     runs_dir: str = ""
-    """Where the pool's result files are (``clean-<i>.json``, ``slow-<i>.json``)."""
+    """Where the pool's result files are (``clean-<i>.json``, ``slow-<i>.json``),
+    relative to the repository root (records written before 2026-12-05 hold the
+    absolute path of the machine that made them)."""
     slow_pool: int = 0
     """Slowed runs in the detection pool (0 without ``inject``)."""
     created: str = ""
