@@ -727,8 +727,8 @@ def test_batches():
     return Timed(work, items=8, unit="chunks")
 
 
-@case()
-def test_untouched():
+@case(params={{"impl": ["rlpace", "torchrl"]}})
+def test_untouched(impl):
     x = torch.ones(256)
     return Timed(lambda: (x * 2).sum(), items=256, unit="numbers")
 """
@@ -738,7 +738,8 @@ def test_pr_flags_a_wall_clock_case_whose_thread_launches_more_work(tmp_path, mo
     """A head that takes a defensive copy of each assembled batch (a real change the
     clock cannot tell from noise at 25 %): the work counts of the calling thread flag
     it, and nothing else; only the first run of each side counts, and a flag the counts
-    decided is not run again to confirm it."""
+    decided is not run again to confirm it. The torchrl twin's work is not counted: a
+    PR cannot change it."""
     import rlpace.bench.pipeline as pipeline
 
     again, rerun = pipeline._again, []
@@ -764,8 +765,9 @@ def test_pr_flags_a_wall_clock_case_whose_thread_launches_more_work(tmp_path, mo
     assert batches["work_moved"] == ["ops", "py_calls"]  # the copy is an op and a method call
     assert batches["work_note"].startswith("work-count")
     assert ["aten::clone", 0.0, 1.0] in batches["work_names"]
-    assert rows["test_untouched"]["work_verdict"] == "same"
-    assert rows["test_untouched"]["verdict"] != "worsened"
+    assert rows["test_untouched[rlpace]"]["work_verdict"] == "same"
+    assert rows["test_untouched[rlpace]"]["verdict"] != "worsened"
+    assert rows["test_untouched[torchrl]"]["work_verdict"] is None
     assert (
         "#### Work per call (torch profiler, cProfile)"
         in (repo / "reports" / "pr" / "cpu.md").read_text()
@@ -777,8 +779,10 @@ def test_pr_flags_a_wall_clock_case_whose_thread_launches_more_work(tmp_path, mo
 
     runs = tmp_path / "cache" / "runs" / "cpu"
     for side in ("base", "head"):  # the counts repeat: the first run of a side keeps them
-        assert counted(runs / f"{side}-0.json") == ["test_batches", "test_untouched"]
+        assert counted(runs / f"{side}-0.json") == ["test_batches", "test_untouched[rlpace]"]
         assert counted(runs / f"{side}-1.json") == []
+    for later in (tmp_path / "cache" / "runs").glob("cpu-*/*.json"):  # the judge reads none
+        assert counted(later) == [], later
 
 
 def test_pr_without_valgrind_times_every_case_every_repeat_and_says_why(tmp_path, monkeypatch):
@@ -819,6 +823,26 @@ def test_an_unknown_clock_for_the_suite_is_refused_with_the_fix(tmp_path):
     said = done.stdout + done.stderr
     assert (
         "RLPACE_BENCH_TIMER: expected cpu or wall, got 'sundial'; unset it or fix the value" in said
+    )
+
+
+def test_a_malformed_list_of_uncounted_implementations_is_refused_with_the_fix(tmp_path):
+    """``RLPACE_BENCH_WORK_COUNTS_SKIP`` that is not a list of names: pytest stops with
+    what was expected, what arrived and the fix, before timing anything."""
+    import os
+
+    suite = Path(__file__).resolve().parents[1] / "benchmarks" / "test_example_suite.py"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", str(suite), "--benchmark-disable", "-q",
+         "-p", "no:cacheprovider"],
+        env={**os.environ, "RLPACE_BENCH_WORK_COUNTS_SKIP": "torchrl; rm -rf"},
+        capture_output=True, text=True, check=False, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode != 0
+    said = done.stdout + done.stderr
+    assert (
+        "RLPACE_BENCH_WORK_COUNTS_SKIP: expected implementation names separated by commas "
+        "(e.g. torchrl), got 'torchrl; rm -rf'; unset it or fix the value" in said
     )
 
 

@@ -206,10 +206,10 @@ def test_counting_a_wall_clock_case_never_touches_cuda(monkeypatch):
         "benchmark_min_rounds": 3,
         "benchmark_min_time": "0.000005",
     }
-    config = SimpleNamespace(rlpace_work_counts=True, getoption=options.__getitem__)
+    config = SimpleNamespace(getoption=options.__getitem__)
     bench = SimpleNamespace(disabled=False, extra_info={}, pedantic=lambda fn, **_: fn())
     x = torch.ones(4)
-    plugin._time_on_wall_clock(bench, lambda: x + 1, config)
+    plugin._time_on_wall_clock(bench, lambda: x + 1, config, True)
     work = bench.extra_info["work_counts"]
     assert "error" not in work and work["ops"][0] >= 1 and work["kernels"] == [0] * 8
 
@@ -218,7 +218,6 @@ def test_cuda_timing_synchronizes_each_call_and_records_peak_memory(monkeypatch)
     """The GPU path of the suite plugin, with torch.cuda's calls recorded instead of run:
     the timing, then the work counts of more calls; a profiler error is kept, not raised."""
     import importlib.util
-    from types import SimpleNamespace
 
     spec = importlib.util.spec_from_file_location(
         "_suite_plugin_under_test", ROOT / "tests" / "benchmarks" / "conftest.py"
@@ -240,9 +239,8 @@ def test_cuda_timing_synchronizes_each_call_and_records_peak_memory(monkeypatch)
             for _ in range(3):
                 fn()
 
-    config = SimpleNamespace(rlpace_work_counts=True)
     bench = FakeBenchmark()
-    plugin._time_on_cuda(bench, lambda: events.append("call"), config)
+    plugin._time_on_cuda(bench, lambda: events.append("call"), True)
     # the timing, then the calls counted under the profiler (CPU activity alone here)
     assert events == ["sync", "reset"] + ["call", "sync"] * 3 + ["call"] * 8
     work = bench.extra_info.pop("work_counts")
@@ -257,11 +255,11 @@ def test_cuda_timing_synchronizes_each_call_and_records_peak_memory(monkeypatch)
             raise RuntimeError("CUPTI_ERROR_NOT_INITIALIZED")
 
     bench = FakeBenchmark()
-    plugin._time_on_cuda(bench, fails_after_timing, config)  # kept, not raised: the timing stands
+    plugin._time_on_cuda(bench, fails_after_timing, True)  # kept, not raised: the timing stands
     assert bench.extra_info["work_counts"] == {"error": "RuntimeError: CUPTI_ERROR_NOT_INITIALIZED"}
 
-    bench = FakeBenchmark()  # RLPACE_BENCH_WORK_COUNTS=0: the timing alone
-    plugin._time_on_cuda(bench, lambda: None, SimpleNamespace(rlpace_work_counts=False))
+    bench = FakeBenchmark()  # RLPACE_BENCH_WORK_COUNTS=0, or a twin left out: the timing alone
+    plugin._time_on_cuda(bench, lambda: None, False)
     assert "work_counts" not in bench.extra_info
 
 

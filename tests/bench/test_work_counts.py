@@ -9,6 +9,7 @@ one judge that ``compare`` and ``pr`` share.
 from __future__ import annotations
 
 import cProfile
+import functools
 import gc
 import json
 import queue
@@ -118,8 +119,6 @@ def test_the_function_whose_own_calls_grew_is_named_first():
     """The same function in base and head, head with a key check added to its body: it
     is called as often as before but makes more calls itself, so "what ran more" names
     it first, ahead of the library functions the check calls."""
-    import functools
-
     rb = _filled_buffer()
     body = "def next_batch(rb):\n    batch = rb.sample(32)\n{check}    return batch\n"
     check = "    missing = sorted({'obs', 'r'} - set(batch.keys()))\n    assert not missing\n"
@@ -139,6 +138,40 @@ def test_the_function_whose_own_calls_grew_is_named_first():
     for bad in ({"x.py:f": [1]}, {"x.py:f": ["1", 2]}, {"x.py:f": [True, 2]}, ["x.py:f"]):
         odd = compare_work_counts("rb", {**head, "calls_made": bad}, base)
         assert odd.moved == ("py_calls",) and not odd.names[0][0].startswith("calls made by")
+
+
+def test_an_edited_function_that_makes_few_calls_is_named_among_busier_libraries():
+    """A collector's start-up runs many library functions that each make more calls
+    than the edited one: the code under test's own functions are kept beyond the 64
+    busiest, so the edited one is still named (it was not, when only the busiest were
+    kept)."""
+    from rlpace.bench.work_counts.measure import MADE_KEPT, NAMES_KEPT
+
+    library: dict = {}
+    for i in range(NAMES_KEPT + 6):  # installed code: each makes 6 calls a call
+        source = f"def helper{i}(xs):\n" + "".join("    len(xs)\n" for _ in range(6))
+        scope: dict = {}
+        exec(compile(source, f"/venv/lib/python3.11/site-packages/lib{i}/m.py", "exec"), scope)
+        library[i] = scope[f"helper{i}"]
+    scope = {}
+    driver = "def drive(helpers, xs):\n    for h in helpers:\n        h(xs)\n"
+    exec(compile(driver, "/venv/lib/python3.11/site-packages/drv/d.py", "exec"), scope)
+    drive = scope["drive"]
+    body = "def next(drive, helpers, xs):\n    drive(helpers, xs)\n{check}"
+    counted = []
+    for check in ("", "    for _ in range(10):\n        sorted(xs)\n"):  # 2 % more calls
+        scope = {}
+        exec(compile(body.format(check=check), "/c/lib/rlpace/_multi.py", "exec"), scope)
+        fn = functools.partial(scope["next"], drive, list(library.values()), [1, 2])
+        fn()
+        counted.append(measure_work_counts(fn, calls=4, cuda=False))
+    base, head = counted
+    # base: 1 call made by the edited function, fewer than each of the 64 busiest
+    assert len(base["calls_made"]) == NAMES_KEPT + 1 <= MADE_KEPT
+    assert base["calls_made"]["rlpace/_multi.py:next"] == [1.0, 1.0]
+    change = compare_work_counts("collector", head, base)
+    assert change.moved == ("py_calls",)
+    assert change.names[0] == ("calls made by rlpace/_multi.py:next", 1.0, 11.0)
 
 
 def test_python_calls_are_named_alike_wherever_the_tree_is_checked_out():

@@ -20,7 +20,8 @@ A case on CUDA or on the wall clock, or on the CPU clock but left out of the cou
 tier, also records, from a few more calls under
 ``torch.profiler`` and ``cProfile``, the kernels, syncs, copies, aten ops and Python
 calls each call made from its thread (``extra_info["work_counts"]``, see :mod:`rlpace.bench.work_counts`;
-``$RLPACE_BENCH_WORK_COUNTS=0`` turns that off).
+``$RLPACE_BENCH_WORK_COUNTS=0`` turns that off, ``$RLPACE_BENCH_WORK_COUNTS_SKIP=torchrl``
+leaves out the cases whose ``impl`` is ``torchrl``).
 """
 
 from __future__ import annotations
@@ -34,8 +35,10 @@ from rlpace.bench.work_counts.measure import (
     CALLS,
     ENV,
     EXTRA_INFO_KEY,
+    SKIP_ENV,
     counting_on,
     measure_work_counts,
+    skipped_impls,
 )
 
 
@@ -65,6 +68,7 @@ def pytest_addoption(parser):
 def pytest_configure(config):
     try:
         config.rlpace_work_counts = counting_on(os.environ.get(ENV))
+        config.rlpace_work_counts_skip = skipped_impls(os.environ.get(SKIP_ENV))
     except ValueError as exc:
         raise pytest.UsageError(str(exc)) from None
     threads = config.getoption("--rlpace-threads")
@@ -165,24 +169,26 @@ def pytest_pyfunc_call(pyfuncitem):
         benchmark.extra_info["unit"] = timed.unit
     timer = c.timer_for(**params)
     benchmark.extra_info["timer"] = timer
+    config = pyfuncitem.config
+    count = config.rlpace_work_counts and params.get("impl") not in config.rlpace_work_counts_skip
     if timer != "wall":
         _use_clock(benchmark, clock_of(timer))
     try:
         if params.get("device") == "cuda":
-            _time_on_cuda(benchmark, timed.fn, pyfuncitem.config)
+            _time_on_cuda(benchmark, timed.fn, count)
         elif timer == "wall":
-            _time_on_wall_clock(benchmark, timed.fn, pyfuncitem.config)
+            _time_on_wall_clock(benchmark, timed.fn, config, count)
         else:
             benchmark(timed.fn)
             if c.count_decision(**params) is not None:  # timed, not counted: its work is
-                _count_declared_out(benchmark, timed.fn, pyfuncitem.config)
+                _count_declared_out(benchmark, timed.fn, count)
     finally:
         if timed.teardown is not None:
             timed.teardown()
     return True
 
 
-def _time_on_wall_clock(benchmark, fn, config):
+def _time_on_wall_clock(benchmark, fn, config, count):
     """Rounds sized from the mean cost of a window of calls (see ``size_rounds``).
 
     pytest-benchmark sizes rounds from its fastest calibration call; for a case whose
@@ -203,7 +209,7 @@ def _time_on_wall_clock(benchmark, fn, config):
         min_time=float(config.getoption("benchmark_min_time")),
     )
     benchmark.pedantic(fn, rounds=rounds, iterations=iterations)
-    if config.rlpace_work_counts:  # CPU work: never initialize CUDA in this process
+    if count:  # CPU work: never initialize CUDA in this process
         benchmark.extra_info[EXTRA_INFO_KEY] = _work_counts(fn, cuda=False)
 
 
@@ -222,7 +228,7 @@ def _use_clock(benchmark, clock):
     benchmark._timer = clock
 
 
-def _time_on_cuda(benchmark, fn, config):
+def _time_on_cuda(benchmark, fn, count):
     """Each timed call waits for the device; the peak memory of the timing is recorded."""
     import torch
 
@@ -235,16 +241,16 @@ def _time_on_cuda(benchmark, fn, config):
     torch.cuda.reset_peak_memory_stats()
     benchmark(synchronized)
     benchmark.extra_info["peak_cuda_memory_bytes"] = int(torch.cuda.max_memory_allocated())
-    if not benchmark.disabled and config.rlpace_work_counts:
+    if not benchmark.disabled and count:
         benchmark.extra_info[EXTRA_INFO_KEY] = _work_counts(fn)
 
 
-def _count_declared_out(benchmark, fn, config):
+def _count_declared_out(benchmark, fn, count):
     """A CPU-clock case the count tier does not claim (``torch.compile``, the cases too
     slow under Valgrind) has its work counted instead, on the CPU alone and in
     :data:`DECLARED_OUT_CALLS` calls (3 in 4 make a typical call): each call costs up
     to a fifth of a second."""
-    if not benchmark.disabled and config.rlpace_work_counts:
+    if not benchmark.disabled and count:
         benchmark.extra_info[EXTRA_INFO_KEY] = _work_counts(
             fn, cuda=False, calls=DECLARED_OUT_CALLS
         )

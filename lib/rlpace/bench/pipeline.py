@@ -75,6 +75,7 @@ from rlpace.bench.runner import (
     suite_present,
 )
 from rlpace.bench.work_counts.measure import ENV as WORK_COUNTS_ENV
+from rlpace.bench.work_counts.measure import SKIP_ENV as WORK_COUNTS_SKIP_ENV
 
 if TYPE_CHECKING:  # pragma: no cover
     from rlpace.bench.calibration import DuetCalibration
@@ -257,6 +258,8 @@ def run_interleaved(
     on_run: Callable[[int, str, RunOutcome], None] | None = None,
     select: Sequence[str] = (),
     duet: bool = False,
+    count_work: bool = True,
+    count_controls: bool = False,
 ) -> SideRuns:
     """Run ``set_name`` ``repeats`` times per side, ABBA, each in a fresh process.
 
@@ -276,6 +279,11 @@ def run_interleaved(
         on_run: called after each run with ``(k, side, outcome)`` (progress).
         select: pytest node ids to run instead of the whole set (a confirmation).
         duet: run each repeat's base and head at the same time, one per core.
+        count_work: the first run of each side counts each case's work
+            (:mod:`rlpace.bench.work_counts`). False: no run counts (the judge reads
+            the counts of the first runs only, so later stages need none).
+        count_controls: count the torchrl twins' work too. Leave it False when both
+            sides run the same packages: a PR cannot change the twins' work then.
 
     Returns:
         The result files per side. When the first base/head pair timed nothing
@@ -306,8 +314,10 @@ def run_interleaved(
             python=str(python),
             quiet=True,
             select=select,
-            # the work counts repeat from run to run: the first run of a side keeps them
-            environ={**(environ or {}).get(side, {}), **({WORK_COUNTS_ENV: "0"} if k else {})},
+            environ={
+                **(environ or {}).get(side, {}),
+                **_counting_env(count_work and k == 0, count_controls),
+            },
             cpu=cpu,
         )
 
@@ -528,6 +538,7 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
                 environ=_on_clock_env(environ, "cpu"),
                 on_run=None if progress is None else progress.run_finished,
                 duet=True,
+                count_controls=not judge.same_packages,
             )
         runs = run_interleaved(
             set_name=set_name,
@@ -539,6 +550,8 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
             environ=_on_clock_env(environ, "wall") if split else environ,
             on_run=None if progress is None else progress.run_finished,
             duet=split,
+            # a base with packages of its own may run another torchrl: count the twins
+            count_controls=not judge.same_packages,
         )
         stages = (
             _extension_stages(judge.duets, runs, first_pairs, wall_repeats, config) if split else []
@@ -623,6 +636,22 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
     return outcomes
 
 
+def _counting_env(count: bool, controls: bool) -> dict[str, str]:
+    """The suite's work-count switches for one run (``count``: this run counts, which
+    only the first run of a side does, since the counts repeat; ``controls``: the
+    twins too, which only a base with its own packages needs).
+
+    Example:
+        >>> _counting_env(True, False), _counting_env(True, True), _counting_env(False, True)
+        ({'RLPACE_BENCH_WORK_COUNTS_SKIP': 'torchrl'}, {}, {'RLPACE_BENCH_WORK_COUNTS': '0'})
+    """
+    from rlpace.bench.controls import CONTROL_IMPL
+
+    if not count:
+        return {WORK_COUNTS_ENV: "0"}
+    return {} if controls else {WORK_COUNTS_SKIP_ENV: CONTROL_IMPL}
+
+
 def _again(
     set_name: str,
     sides: Mapping[str, tuple[Path, Path]],
@@ -648,6 +677,7 @@ def _again(
         on_run=None if progress is None else progress.run_finished,
         select=names,
         duet=duet,
+        count_work=False,  # the judge reads the work counts of the first runs
     )
 
 

@@ -8,7 +8,9 @@ the most frequent event names (:func:`count_names`). Each call also runs under a
 thread (``py_calls``; :mod:`rlpace.bench.work_counts.python`), so Python work between
 the operators is counted too. The garbage collector is off while the calls are
 counted. The suite's pytest plugin stores the result in ``extra_info[EXTRA_INFO_KEY]``;
-:data:`ENV` turns that off.
+:data:`ENV` turns that off, and :data:`SKIP_ENV` leaves out the cases of named
+implementations (``rlpace-bench pr`` leaves out the torchrl twins: a PR cannot change
+their work).
 
 Example:
     >>> import torch
@@ -30,22 +32,28 @@ __all__ = [
     "CALLS",
     "ENV",
     "EXTRA_INFO_KEY",
+    "MADE_KEPT",
     "MAX_CALLS",
     "METRICS",
     "NAMES_KEPT",
     "OPTIONAL_METRICS",
     "PROFILER_METRICS",
+    "SKIP_ENV",
     "count_events",
     "count_names",
     "counting_on",
     "measure_work_counts",
     "metrics_of",
+    "skipped_impls",
 ]
 
 EXTRA_INFO_KEY = "work_counts"
 """Where a result keeps its counts: ``extra_info["work_counts"]``."""
 ENV = "RLPACE_BENCH_WORK_COUNTS"
 """``0`` turns the counting off in the suite's plugin (``1``, or unset: on)."""
+SKIP_ENV = "RLPACE_BENCH_WORK_COUNTS_SKIP"
+"""Comma-separated ``impl`` values whose cases the suite's plugin does not count
+(unset or empty: every case is counted)."""
 CALLS = 8
 """Calls measured per case, each in a profiler region of its own."""
 METRICS = {
@@ -63,6 +71,12 @@ OPTIONAL_METRICS = ("py_calls",)
 whose profiler hook was taken); a metric is judged where both sides have it."""
 NAMES_KEPT = 64
 """Event names kept per case (the most frequent), for "what launched more?"."""
+MADE_KEPT = 4 * NAMES_KEPT
+"""Functions kept in ``calls_made`` per case: the :data:`NAMES_KEPT` that make the most
+calls, then the code under test's own functions
+(:func:`~rlpace.bench.work_counts.python.is_own_code`) that make the most, up to this
+many: an edited function that makes few calls is kept even where a library's make
+thousands."""
 _REGION = "rlpace::measured_call"
 _SYNC_NAMES = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")
 MAX_CALLS = 64
@@ -85,6 +99,29 @@ def counting_on(value: str | None) -> bool:
     if value.strip() == "0":
         return False
     raise ValueError(f"{ENV}: expected 1 or 0, got {value!r}; unset it or fix the value")
+
+
+def skipped_impls(value: str | None) -> frozenset[str]:
+    """The ``impl`` values whose cases are not counted, from the value of
+    :data:`SKIP_ENV` (None: unset).
+
+    Example:
+        >>> sorted(skipped_impls("torchrl")), skipped_impls(None)
+        (['torchrl'], frozenset())
+        >>> skipped_impls("torchrl,")
+        Traceback (most recent call last):
+        ...
+        ValueError: RLPACE_BENCH_WORK_COUNTS_SKIP: expected implementation names separated by commas (e.g. torchrl), got 'torchrl,'; unset it or fix the value
+    """
+    if value is None or not value.strip():
+        return frozenset()
+    names = [part.strip() for part in value.split(",")]
+    if not all(n and n.replace("-", "").replace("_", "").isalnum() for n in names):
+        raise ValueError(
+            f"{SKIP_ENV}: expected implementation names separated by commas (e.g. torchrl), "
+            f"got {value!r}; unset it or fix the value"
+        )
+    return frozenset(names)
 
 
 def metrics_of(name: str) -> tuple[str, ...]:
@@ -231,6 +268,7 @@ def measure_work_counts(
     py_names: dict[str, list[int]] = {}
     py_made: dict[str, list[int]] = {}
     py_called: dict[str, list[int]] = {}
+    py_own: set[str] = set()
     collecting = gc.isenabled()
     gc.collect()
     gc.disable()  # a collection's finalizers would land in whichever call it interrupts
@@ -256,7 +294,7 @@ def measure_work_counts(
                     py_totals.append(total)
                     for name, n in per.items():
                         py_names.setdefault(name, [0] * calls)[i] = n
-                    for name, n in calls_made(counter).items():
+                    for name, n in calls_made(counter, own=py_own).items():
                         py_made.setdefault(name, [0] * calls)[i] = n
                         py_called.setdefault(name, [0] * calls)[i] = per.get(name, 0)
     finally:
@@ -269,6 +307,9 @@ def measure_work_counts(
         out["py_calls"] = py_totals
         names.update(_kept_medians(py_names, NAMES_KEPT))
         made = _kept_medians(py_made, NAMES_KEPT)
+        own = {name: values for name, values in py_made.items() if name in py_own}
+        made.update(_kept_medians(own, MADE_KEPT - len(made)) if len(made) < MADE_KEPT else {})
+        made = dict(sorted(made.items()))
         called = {name: statistics.median(py_called[name]) for name in made}
         out["calls_made"] = {name: [float(called[name]), made[name]] for name in made}
     out["names"] = dict(sorted(names.items()))

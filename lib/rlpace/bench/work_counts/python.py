@@ -22,7 +22,7 @@ import re
 import sysconfig
 from typing import Any
 
-__all__ = ["calls_made", "is_python_label", "python_calls", "python_label"]
+__all__ = ["calls_made", "is_own_code", "is_python_label", "python_calls", "python_label"]
 
 
 def is_python_label(name: str) -> bool:
@@ -85,6 +85,7 @@ _WAIT_FILES = frozenset({"threading.py", "queue.py", "selectors.py", "socket.py"
 _WAIT_PACKAGES = ("multiprocessing/", "concurrent/futures/", "asyncio/")
 _STDLIB = sysconfig.get_paths()["stdlib"]
 _PATH_CUTS = frozenset({"lib", "Lib", "site-packages", "dist-packages"})
+_PACKAGE_FOLDERS = frozenset({"site-packages", "dist-packages"})
 
 
 def _waits(code: Any) -> bool:
@@ -126,11 +127,13 @@ def python_calls(profiler: Any) -> tuple[int, dict[str, int]]:
     return sum(per.values()), per
 
 
-def calls_made(profiler: Any) -> dict[str, int]:
+def calls_made(profiler: Any, own: set[str] | None = None) -> dict[str, int]:
     """Per Python function (:func:`python_label`), the calls it made itself, to its
     direct callees; the standard library's waits make none (see :func:`python_calls`).
     A function called as often as before that makes more calls is where a change
-    went in, or where the data took another branch.
+    went in, or where the data took another branch. ``own``, when given, receives the
+    labels of the functions whose code is neither the standard library's nor an
+    installed package's (:func:`is_own_code`): the code under test.
 
     Example:
         >>> import cProfile
@@ -149,4 +152,27 @@ def calls_made(profiler: Any) -> dict[str, int]:
         n = sum(callee.callcount for callee in entry.calls or ())
         if n:
             made[label] = made.get(label, 0) + n
+            if own is not None and is_own_code(entry.code):
+                own.add(label)
     return made
+
+
+def is_own_code(code: Any) -> bool:
+    """Whether ``code`` (a ``cProfile`` entry's) is the code under test: Python code
+    from a file outside the standard library and every ``site-packages`` or
+    ``dist-packages`` folder (a checkout on ``PYTHONPATH``, an editable install).
+
+    Example:
+        >>> def mine(): ...
+        >>> import json
+        >>> is_own_code(mine.__code__), is_own_code(json.dumps.__code__)
+        (True, False)
+        >>> is_own_code("<built-in method builtins.len>")
+        False
+    """
+    if isinstance(code, str):
+        return False
+    filename = code.co_filename
+    if filename.startswith(("<", _STDLIB)):
+        return False
+    return not _PACKAGE_FOLDERS & set(filename.replace("\\", "/").split("/"))

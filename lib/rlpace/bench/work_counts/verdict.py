@@ -22,6 +22,7 @@ from typing import Any
 
 from rlpace.bench.work_counts.measure import (
     EXTRA_INFO_KEY,
+    MADE_KEPT,
     MAX_CALLS,
     METRICS,
     NAMES_KEPT,
@@ -196,7 +197,7 @@ def grew_inside(head: Any, base: Any, limit: int = 3) -> tuple[tuple[str, float,
 def _calls_made_of(raw: Any) -> dict[str, tuple[float, float]] | None:
     """``calls_made`` of a result's work counts, checked (None: absent or not in its form)."""
     made = raw.get("calls_made") if isinstance(raw, Mapping) else None
-    if not isinstance(made, Mapping) or len(made) > 4 * NAMES_KEPT:
+    if not isinstance(made, Mapping) or len(made) > MADE_KEPT:
         return None
     out = {}
     for name, pair in made.items():
