@@ -163,9 +163,9 @@ def is_own_code(code: Any) -> bool:
     ``dist-packages`` folder (a checkout on ``PYTHONPATH``, an editable install).
 
     Example:
-        >>> def mine(): ...
         >>> import json
-        >>> is_own_code(mine.__code__), is_own_code(json.dumps.__code__)
+        >>> mine = compile("pass", "/home/me/rlpace/lib/rlpace/collectors/x.py", "exec")
+        >>> is_own_code(mine), is_own_code(json.dumps.__code__)
         (True, False)
         >>> is_own_code("<built-in method builtins.len>")
         False
