@@ -807,43 +807,32 @@ def test_pr_without_valgrind_times_every_case_every_repeat_and_says_why(tmp_path
     assert "Count tier off: valgrind is not installed" in comment
 
 
-def test_an_unknown_clock_for_the_suite_is_refused_with_the_fix(tmp_path):
-    """``RLPACE_BENCH_TIMER`` set to something that is no clock: pytest stops with the
-    expected values, what arrived and the fix, before timing anything."""
+@pytest.mark.parametrize(
+    ("variable", "value", "said"),
+    [
+        ("RLPACE_BENCH_TIMER", "sundial",
+         "RLPACE_BENCH_TIMER: expected cpu or wall, got 'sundial'; unset it or fix the value"),
+        ("RLPACE_BENCH_WORK_COUNTS_SKIP", "torchrl; rm -rf",
+         "RLPACE_BENCH_WORK_COUNTS_SKIP: expected implementation names separated by commas "
+         "(e.g. torchrl), got 'torchrl; rm -rf'; unset it or fix the value"),
+    ],
+)  # fmt: skip
+def test_a_malformed_suite_switch_is_refused_with_the_fix(tmp_path, variable, value, said):
+    """The suite's clock (``RLPACE_BENCH_TIMER``) set to no clock, or its list of
+    uncounted implementations (``RLPACE_BENCH_WORK_COUNTS_SKIP``) to no list of names:
+    pytest stops with what was expected, what arrived and the fix, before timing
+    anything."""
     import os
 
     suite = Path(__file__).resolve().parents[1] / "benchmarks" / "test_example_suite.py"
     done = subprocess.run(
         [sys.executable, "-m", "pytest", str(suite), "--benchmark-disable", "-q",
          "-p", "no:cacheprovider"],
-        env={**os.environ, "RLPACE_BENCH_TIMER": "sundial"},
+        env={**os.environ, variable: value},
         capture_output=True, text=True, check=False, cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode != 0
-    said = done.stdout + done.stderr
-    assert (
-        "RLPACE_BENCH_TIMER: expected cpu or wall, got 'sundial'; unset it or fix the value" in said
-    )
-
-
-def test_a_malformed_list_of_uncounted_implementations_is_refused_with_the_fix(tmp_path):
-    """``RLPACE_BENCH_WORK_COUNTS_SKIP`` that is not a list of names: pytest stops with
-    what was expected, what arrived and the fix, before timing anything."""
-    import os
-
-    suite = Path(__file__).resolve().parents[1] / "benchmarks" / "test_example_suite.py"
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", str(suite), "--benchmark-disable", "-q",
-         "-p", "no:cacheprovider"],
-        env={**os.environ, "RLPACE_BENCH_WORK_COUNTS_SKIP": "torchrl; rm -rf"},
-        capture_output=True, text=True, check=False, cwd=tmp_path,
-    )  # fmt: skip
-    assert done.returncode != 0
-    said = done.stdout + done.stderr
-    assert (
-        "RLPACE_BENCH_WORK_COUNTS_SKIP: expected implementation names separated by commas "
-        "(e.g. torchrl), got 'torchrl; rm -rf'; unset it or fix the value" in said
-    )
+    assert said in done.stdout + done.stderr
 
 
 def test_extension_stages_leave_the_controls_at_the_first_pairs(write_json):
