@@ -392,6 +392,39 @@ def test_python_calls_that_follow_the_clock_do_not_move_but_a_real_change_does()
     assert compare_work_counts("t", small, quiet).verdict == "same"
 
 
+def test_python_calls_without_a_typical_call_move_only_when_both_sides_are_settled():
+    """Measured on 2026-12-05 in two processes at once: rlpace's process-backed batched
+    collector makes 4 306-4 367 calls a call with no typical call, its middle half
+    within 0.1 % (settled); torchrl's makes 17 598-19 627, polling in its own code
+    (unsettled). A/A: neither moves; a check adding 5 % of calls to rlpace's does, one
+    shifting torchrl's by as much does not (the clock judges it), and so does not a
+    side of 4 calls, whose middle half says little."""
+    from rlpace.bench.work_counts.verdict import SETTLED_CALLS
+
+    rlpace = [4311, 4310, 4315, 4310, 4313, 4309, 4306, 4310]
+    again = [4367, 4308, 4310, 4312, 4312, 4315, 4310, 4308]
+    torchrl = [18914, 18401, 19308, 19187, 18404, 17912, 19627, 19047]
+    torchrl_again = [17598, 18177, 18661, 18865, 18691, 17960, 17765, 19321]
+    w = _work(8, ops=848)
+    assert (
+        compare_work_counts("t", w | {"py_calls": again}, w | {"py_calls": rlpace}).verdict
+        == "same"
+    )
+    polled = compare_work_counts("t", w | {"py_calls": torchrl_again}, w | {"py_calls": torchrl})
+    assert polled.verdict == "same"  # medians 3 % apart, but 2.6-4.8 % wide: unsettled
+    checked = [n + 215 for n in again]  # 5 % more calls: a key check on every batch
+    change = compare_work_counts("t", w | {"py_calls": checked}, w | {"py_calls": rlpace})
+    assert (change.verdict, change.moved) == ("regression", ("py_calls",))
+    shifted = [int(n * 1.05) for n in torchrl_again]
+    assert (
+        compare_work_counts("t", w | {"py_calls": shifted}, w | {"py_calls": torchrl}).verdict
+        == "same"
+    )
+    few = _work(SETTLED_CALLS // 2, ops=848)
+    four = compare_work_counts("t", few | {"py_calls": checked[:4]}, few | {"py_calls": rlpace[:4]})
+    assert four.verdict == "same"
+
+
 def test_without_a_typical_call_every_head_call_must_be_beyond_every_base_call():
     """Work that varies with the sampled data from call to call does not flag; a shift
     of the whole range does."""
