@@ -411,7 +411,7 @@ def test_python_calls_without_a_typical_call_move_only_when_both_sides_are_settl
         == "same"
     )
     polled = compare_work_counts("t", w | {"py_calls": torchrl_again}, w | {"py_calls": torchrl})
-    assert polled.verdict == "same"  # medians 3 % apart, but 2.6-4.8 % wide: unsettled
+    assert polled.verdict == "same"  # medians 3 % apart, but 4.0-4.1 % wide: unsettled
     checked = [n + 215 for n in again]  # 5 % more calls: a key check on every batch
     change = compare_work_counts("t", w | {"py_calls": checked}, w | {"py_calls": rlpace})
     assert (change.verdict, change.moved) == ("regression", ("py_calls",))
