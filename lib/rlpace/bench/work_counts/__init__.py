@@ -27,6 +27,11 @@ repeat). :func:`~rlpace.bench.work_counts.verdict.compare_work_counts` judges ba
   wrap-around, an epoch's reshuffle) that is not the call's own. Where a side has no
   typical call, the metric moved only when every head call is beyond every base call,
   so work that varies with the sampled data does not flag;
+- Python calls, which a polling loop can nudge
+  (:data:`~rlpace.bench.work_counts.verdict.CLOCK_FOLLOWING`), must move by more than
+  1 %: typical calls clear of each other side's every call or, where a side has none,
+  the medians of two settled sides (middle halves within 0.25 %) whose middle halves
+  do not overlap;
 - **regression**: at least one metric rose and none fell. The row is flagged,
   whatever the clock said ("work-count regression; time did not move enough to flag");
 - **improvement**: at least one fell and none rose; the row is marked improved unless
