@@ -74,8 +74,7 @@ from rlpace.bench.runner import (
     stop_runs,
     suite_present,
 )
-from rlpace.bench.work_counts.measure import ENV as WORK_COUNTS_ENV
-from rlpace.bench.work_counts.measure import SKIP_ENV as WORK_COUNTS_SKIP_ENV
+from rlpace.bench.work_counts.measure import counting_environ
 
 if TYPE_CHECKING:  # pragma: no cover
     from rlpace.bench.calibration import DuetCalibration
@@ -647,9 +646,7 @@ def _counting_env(count: bool, controls: bool) -> dict[str, str]:
     """
     from rlpace.bench.controls import CONTROL_IMPL
 
-    if not count:
-        return {WORK_COUNTS_ENV: "0"}
-    return {} if controls else {WORK_COUNTS_SKIP_ENV: CONTROL_IMPL}
+    return counting_environ(count, () if controls else (CONTROL_IMPL,))
 
 
 def _again(

@@ -27,12 +27,12 @@ from rlpace.bench.base_revision import repository_root
 from rlpace.bench.calibration._analysis import analyse_pool
 from rlpace.bench.calibration._config import CalibrationConfig
 from rlpace.bench.calibration._records import Calibration, machine_environment
+from rlpace.bench.controls import CONTROL_IMPL
 from rlpace.bench.errors import BenchInputError
 from rlpace.bench.render_calibration import format_calibration
 from rlpace.bench.results import load_results
 from rlpace.bench.runner import RunSettings, abba_schedule, run, suite_present
-from rlpace.bench.work_counts.measure import ENV as WORK_COUNTS_ENV
-from rlpace.bench.work_counts.measure import SKIP_ENV as WORK_COUNTS_SKIP_ENV
+from rlpace.bench.work_counts.measure import counting_environ
 
 __all__ = ["WORK_COUNTED_RUNS", "run_calibration", "write_calibration"]
 
@@ -88,13 +88,12 @@ def run_calibration(
                 )
             frames[kind][j] = load_results(output)
             continue
-        environ = {SLOWDOWN_ENV: (config.inject or "") if kind == "slow" else ""}
-        if kind != "clean" or j >= WORK_COUNTED_RUNS:  # the counts repeat; timing is the pool's job
-            environ[WORK_COUNTS_ENV] = "0"
-        else:  # as `pr` counts: never the twins, whose torchrl a PR cannot change
-            from rlpace.bench.controls import CONTROL_IMPL
-
-            environ[WORK_COUNTS_SKIP_ENV] = CONTROL_IMPL
+        environ = {
+            SLOWDOWN_ENV: (config.inject or "") if kind == "slow" else "",
+            # the counts repeat, and timing is the pool's job: the first clean runs
+            # count, as `pr` does, never the twins, whose torchrl a PR cannot change
+            **counting_environ(kind == "clean" and j < WORK_COUNTED_RUNS, (CONTROL_IMPL,)),
+        }
         for _attempt in range(2):  # one retry: a long pool should survive one stray failure
             outcome = run(
                 set_name=config.set_name,

@@ -41,6 +41,7 @@ __all__ = [
     "SKIP_ENV",
     "count_events",
     "count_names",
+    "counting_environ",
     "counting_on",
     "measure_work_counts",
     "metrics_of",
@@ -99,6 +100,20 @@ def counting_on(value: str | None) -> bool:
     if value.strip() == "0":
         return False
     raise ValueError(f"{ENV}: expected 1 or 0, got {value!r}; unset it or fix the value")
+
+
+def counting_environ(count: bool, skip: tuple[str, ...] = ()) -> dict[str, str]:
+    """The environment variables that tell the suite's plugin whether a run counts
+    (``count``) and which ``impl`` values it leaves out (``skip``); the inverse of
+    :func:`counting_on` and :func:`skipped_impls`.
+
+    Example:
+        >>> counting_environ(True, ("torchrl",)), counting_environ(True), counting_environ(False)
+        ({'RLPACE_BENCH_WORK_COUNTS_SKIP': 'torchrl'}, {}, {'RLPACE_BENCH_WORK_COUNTS': '0'})
+    """
+    if not count:
+        return {ENV: "0"}
+    return {SKIP_ENV: ",".join(skip)} if skip else {}
 
 
 def skipped_impls(value: str | None) -> frozenset[str]:

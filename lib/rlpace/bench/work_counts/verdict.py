@@ -350,7 +350,9 @@ def _settled_direction(head: list[int], base: list[int]) -> int:
 
 
 def _quartiles(values: list[int]) -> tuple[float, float, float]:
-    """Lower quartile, median and upper quartile (the middle half's ends, inclusive)."""
+    """Lower quartile, median and upper quartile: the middle half's first and last calls
+    themselves, not interpolated as :func:`rlpace.bench.stats.summarize`'s are (counts
+    are whole calls, and :data:`SETTLED_SPREAD` was measured this way)."""
     ordered = sorted(values)
     n = len(ordered)
     return (
