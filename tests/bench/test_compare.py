@@ -608,7 +608,32 @@ def test_a_duet_judged_pair_by_pair_sees_through_load_both_sides_met():
 def test_an_aa_duet_flags_nothing_across_seeds():
     for seed in range(20):
         head, base = _duet(np.random.default_rng(seed), [f"b{i}" for i in range(20)], 4)
-        assert not any(r.verdict in FLAGGED for r in compare_runs(head, base, paired=True).rows)
+        for at in (None, 2.0, 0.0):  # the gate holds the pairs' noise, whatever the threshold
+            out = compare_runs(head, base, paired=True, paired_threshold=at)
+            assert not any(r.verdict in FLAGGED for r in out.rows), (seed, at)
+
+
+def test_a_duet_row_is_asked_for_the_paired_threshold_not_the_sequential_one():
+    """A 3.5 % slow-down in four quiet duets clears its paired gate: the sequential 5 %
+    threshold hid it, the duets' own 2 % does not; rows judged one run after another
+    keep the 5 %, and the comparison says which threshold each row met."""
+    rng = np.random.default_rng(11)
+    names = [f"b{i}" for i in range(12)]
+    head, base = _duet(rng, names, 4, shift={"b0": 0.035}, own=0.004)
+    at_five = compare_runs(head, base, paired=True)
+    at_two = compare_runs(head, base, paired=True, paired_threshold=2.0)
+    b0 = {r.fullname: r for r in at_two.rows}["b0"]
+    assert b0.method == "paired" and b0.noise_pct < 2.5 and -4.5 < b0.median_change_pct < -2.5
+    assert not any(r.verdict in FLAGGED for r in at_five.rows)
+    assert {r.fullname for r in at_two.rows if r.verdict in FLAGGED} == {"b0"}
+    assert (at_two.threshold, at_two.paired_threshold, at_two.threshold_for(b0)) == (5.0, 2.0, 2.0)
+    assert at_five.paired_threshold == 5.0 and at_five.threshold_for(b0) == 5.0
+    # runs one after another: the paired threshold has nothing to apply to
+    apart = compare_runs(head, base, paired_threshold=2.0)
+    assert apart.paired_threshold is None
+    assert {apart.threshold_for(r) for r in apart.rows} == {5.0}
+    with pytest.raises(BenchInputError, match="paired_threshold: expected a percentage >= 0"):
+        compare_runs(head, base, paired=True, paired_threshold=-1.0)
 
 
 def test_pairs_are_not_gated_by_a_calibration_of_runs_one_after_another():

@@ -227,8 +227,12 @@ def test_config_rejects_bad_input():
         PipelineConfig(confirm=-1)
     with pytest.raises(BenchInputError, match="--max-pairs: expected duets per case >= 0"):
         PipelineConfig(max_pairs=-2)
-    with pytest.raises(BenchInputError, match="detect_pct: expected a slow-down in %"):
-        PipelineConfig(detect_pct=0)
+    for bad in (0, (), (5.0, 100.0), ("5",)):
+        with pytest.raises(BenchInputError, match="detect_pct: expected slow-downs in %"):
+            PipelineConfig(detect_pct=bad)
+    assert PipelineConfig(detect_pct=10).detect_pct == (10.0,)  # one slow-down, as before
+    with pytest.raises(BenchInputError, match=r"--paired-threshold: expected a percentage"):
+        PipelineConfig(paired_threshold=-1.0)
     quick = PipelineConfig(quick=True, keyword="rb", repeats=5)
     assert quick.effective_repeats == 2 and quick.effective_keyword == "(rb) and not torchrl"
 
@@ -860,11 +864,19 @@ def test_extension_stages_leave_the_controls_at_the_first_pairs(write_json):
         "cpu", 16, {f"t.py::{n}": (s, 16) for n, s in spreads.items()}, repeats=4, family_size=23
     )
     runs = SideRuns("cpu", (first,), (first,))
-    stages = _extension_stages(duets, runs, 2, 4, PipelineConfig(max_pairs=16))
-    assert stages == [
+    # planned for 10 % at a 5 % threshold: the plan before duets had a threshold of their own
+    tens = PipelineConfig(max_pairs=16, detect_pct=10.0, paired_threshold=5.0)
+    assert _extension_stages(duets, runs, 2, 4, tens) == [
         (2, ("t.py::calm", "t.py::wide", "t.py::wider", "t.py::hopeless")),
         (1, ("t.py::wide", "t.py::wider")),  # 4.3 % needs 5 pairs to see 10 %
         (10, ("t.py::wider",)),  # 7.7 % needs 15
+    ]
+    # the default: 5 % where max_pairs allow it, else 10 %, judged at the 2 % duet threshold
+    stages = _extension_stages(duets, runs, 2, 4, PipelineConfig(max_pairs=16))
+    assert stages == [
+        (2, ("t.py::calm", "t.py::wide", "t.py::wider", "t.py::hopeless")),
+        (1, ("t.py::calm", "t.py::wide", "t.py::wider")),  # 2.0 % sees 5 % in 5 pairs
+        (10, ("t.py::wider",)),  # 7.7 % sees no 5 % within 16 pairs: 15 for 10 %
     ]
     # without a calibration (or with max_pairs 0): the planned pairs only, twins left out
     plain = _extension_stages(None, runs, 2, 4, PipelineConfig())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -55,9 +56,35 @@ def test_counted_cases_are_judged_by_their_gate_and_spread_not_their_one_timing(
     s = sensitivity(comparison)
     assert (s.judged, s.by_counts, s.controls) == (5, 3, 1)
     assert dict(s.counts) == pytest.approx({"a": 1.0, "b": 2.5, "c": 1.0})
-    assert dict(s.timing) == {"w": 7.5, "x": 60.0}
+    assert {name: pct for name, pct, _ in s.timing} == {"w": 7.5, "x": 60.0}
     assert [s.catches(p) for p in (2.0, 5.0, 10.0)] == [2, 3, 4]
     assert s.catches_counted(10.0) == 3
+
+
+def test_a_duet_row_catches_what_clears_its_own_threshold():
+    """A row judged pair by pair meets the 2 % duet threshold: with a detectable change
+    of 3.5 % it catches a 5 % slow-down, which the same figure on a row of runs one
+    after another (5 % threshold) does not; an old record without the duet threshold
+    reads as one threshold for all."""
+    duet = _row("duet", mdc=3.5, method="paired")
+    apart = _row("apart", mdc=3.5, method="mann-whitney")
+    comparison = Comparison(rows=(duet, apart), threshold=5.0, paired_threshold=2.0)
+    s = sensitivity(comparison)
+    assert sorted(s.timing) == [("apart", 5.0, 5.0), ("duet", 3.5, 2.0)]
+    assert [s.catches(p) for p in (2.0, 3.5, 5.0, 5.1)] == [0, 1, 1, 2]
+    data = comparison.to_dict()
+    data["pipeline"] = {"set": "cpu"}
+    assert record_from_dict(data).comparison.paired_threshold == 2.0
+    del data["paired_threshold"]
+    old = record_from_dict(data).comparison
+    assert old.paired_threshold is None and sensitivity(old).catches(5.0) == 0
+    data["paired_threshold"] = -2.0
+    with pytest.raises(BenchInputError, match="paired_threshold"):
+        record_from_dict(data)
+    text = render_report(comparison)
+    assert "±5.0% (±2.0% for those judged pair by pair)" not in text  # no duets ran
+    text = render_report(replace(comparison, paired=4))
+    assert "flagged only beyond ±5.0% (±2.0% for those judged pair by pair)" in text
 
 
 def test_a_timed_row_never_catches_a_change_at_or_below_the_threshold():

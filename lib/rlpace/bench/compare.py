@@ -25,7 +25,8 @@ has a control floor, the comparator *assumes* a process noise of
 ``assumed_noise_pct``; the report says so.
 
 Either way a change is only flagged when it is larger than the effect ``threshold``
-(5% by default) *and* larger than its own noise: the half-width of the change's
+(5% by default; ``paired_threshold`` for a duet's rows, where the load both sides met
+cancels in each pair) *and* larger than its own noise: the half-width of the change's
 interval, the minimal detectable change of its samples, the process-level half-width
 (when both sides merged two or more runs: each run's median is one observation, so a
 benchmark whose processes disagree cannot win significance from its many rounds;
@@ -183,7 +184,7 @@ class BenchmarkChange:
     base_runs: int = 0
     """Runs (processes) merged into the base side."""
     method: str = "none"
-    """``"mann-whitney"``, ``"intervals"`` or ``"none"`` (not compared)."""
+    """``"mann-whitney"``, ``"intervals"``, ``"paired"`` or ``"none"`` (not compared)."""
     higher_is_better: bool = False
     items_per_call: float = _NAN
     """Work items per call (``extra_info["items_per_call"]``), for throughput."""
@@ -291,7 +292,11 @@ class Comparison:
 
     rows: tuple[BenchmarkChange, ...]
     threshold: float = 5.0
-    """Effect size in % below which nothing is flagged."""
+    """Effect size in % below which nothing is flagged (rows judged pair by pair:
+    :attr:`paired_threshold`)."""
+    paired_threshold: float | None = None
+    """Effect size in % below which a row judged pair by pair (method ``"paired"``) is
+    not flagged; None: :attr:`threshold`, as in records written before it existed."""
     alpha: float = 0.05
     """False discovery rate for the q-values."""
     has_base: bool = True
@@ -352,6 +357,20 @@ class Comparison:
             out[row.verdict.value] += 1
         out["total"] = len(self.rows)
         return out
+
+    def threshold_for(self, row: BenchmarkChange) -> float:
+        """The effect threshold (%) that applied to ``row``: :attr:`paired_threshold`
+        for a row judged pair by pair, :attr:`threshold` for any other.
+
+        Example:
+            >>> c = Comparison(rows=(), threshold=5.0, paired_threshold=2.0)
+            >>> row = BenchmarkChange("a", "a", Verdict.UNCHANGED, method="paired")
+            >>> c.threshold_for(row), c.threshold_for(BenchmarkChange("b", "b", Verdict.NEW))
+            (2.0, 5.0)
+        """
+        if row.method == "paired" and self.paired_threshold is not None:
+            return self.paired_threshold
+        return self.threshold
 
     def threshold_counts(self) -> tuple[int, int]:
         """``(improved, worsened)`` by the seed bot's bare rule: ``change_pct`` beyond ±threshold.
@@ -437,6 +456,7 @@ class Comparison:
             "format": "rlpace-comparison",
             "version": COMPARISON_FORMAT_VERSION,
             "threshold": self.threshold,
+            "paired_threshold": self.paired_threshold,
             "alpha": self.alpha,
             "has_base": self.has_base,
             "head": _jsonable(dict(self.head)),
@@ -545,6 +565,7 @@ def compare_runs(
     threshold: float = 5.0,
     alpha: float = 0.05,
     noise: Mapping[str, float] | None = None,
+    paired_threshold: float | None = None,
     floor: NoiseFloor | None = None,
     process_priors: Mapping[str, tuple[float, float]] | None = None,
     fixed_impl: str | None = None,
@@ -570,6 +591,10 @@ def compare_runs(
         head: results table of the new run (:func:`rlpace.bench.results.load_results`).
         base: results table of the reference run; without one every benchmark is new.
         threshold: smallest change in % that may be flagged (strictly greater).
+        paired_threshold: the same for a benchmark judged pair by pair (``paired``);
+            None: ``threshold``. Each pair's load cancels in its log ratio and the
+            paired test's gate holds the pairs' own noise, so ``pr`` asks less of a
+            duet (2 %) than of runs one after another (5 %).
         alpha: false discovery rate for the Benjamini–Hochberg q-values (and the family
             error rate of the process-level gates).
         noise: optional ``fullname → calibrated gate`` measured by A/A runs, as the
@@ -632,8 +657,12 @@ def compare_runs(
         >>> compare_runs(head, base).rows[0].verdict.value
         'unchanged'
     """
-    if not (isinstance(threshold, int | float) and math.isfinite(threshold) and threshold >= 0):
-        raise BenchInputError(f"threshold: expected a percentage >= 0, got {threshold!r}")
+    for name, value in (("threshold", threshold), ("paired_threshold", paired_threshold)):
+        if value is None and name == "paired_threshold":
+            continue
+        if not (isinstance(value, int | float) and math.isfinite(value) and value >= 0):
+            raise BenchInputError(f"{name}: expected a percentage >= 0, got {value!r}")
+    paired_at = float(threshold if paired_threshold is None else paired_threshold)
     if not (isinstance(alpha, int | float) and 0 < alpha < 1):
         raise BenchInputError(f"alpha: expected a false discovery rate in (0, 1), got {alpha!r}")
     if not (isinstance(single_run_noise, int | float) and math.isfinite(single_run_noise)) or not (
@@ -717,7 +746,8 @@ def compare_runs(
     for draft, q_value in zip(drafts, q):
         draft["q_value"] = float(q_value)
         if "verdict" not in draft:
-            draft["verdict"] = _decide(draft, threshold, alpha)
+            at = paired_at if draft["method"] == "paired" else threshold
+            draft["verdict"] = _decide(draft, at, alpha)
             if fixed_impl is not None and draft["impl"] == fixed_impl:
                 if draft["verdict"] in (Verdict.IMPROVED, Verdict.WORSENED):
                     draft["note"] = (
@@ -729,6 +759,7 @@ def compare_runs(
     return Comparison(
         rows=tuple(rows),
         threshold=float(threshold),
+        paired_threshold=paired_at if pairs else None,
         alpha=float(alpha),
         has_base=base is not None,
         head=_run_meta(head),

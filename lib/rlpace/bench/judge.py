@@ -4,7 +4,8 @@
 :class:`Judge` and call it, so the same runs always get the same verdicts. A judge is
 a frozen value holding every setting a verdict depends on:
 
-- the comparator's ``threshold`` and ``alpha`` (:func:`rlpace.bench.compare.compare_runs`);
+- the comparator's ``threshold``, ``paired_threshold`` and ``alpha``
+  (:func:`rlpace.bench.compare.compare_runs`);
 - the **noise model** of an A/A calibration (:class:`~rlpace.bench.gates.NoiseModel`): per benchmark the
   gate a change must beat, the run spreads the confirmation's gates and the process
   priors come from;
@@ -32,6 +33,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -46,6 +48,7 @@ from rlpace.bench.compare import (
 from rlpace.bench.controls import noise_floor_from_controls
 from rlpace.bench.errors import BenchInputError
 from rlpace.bench.gates import NoiseModel
+from rlpace.bench.thresholds import PAIRED_THRESHOLD
 from rlpace.bench.work_counts.join import apply_work_counts
 from rlpace.bench.work_counts.verdict import DECIDING
 
@@ -57,6 +60,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["Judge"]
 
+
 _FLAGS = (Verdict.IMPROVED, Verdict.WORSENED)
 
 
@@ -65,8 +69,8 @@ class Judge:
     """Every setting a verdict depends on, and the one way runs become verdicts.
 
     Example:
-        >>> Judge(threshold=3.0).threshold, Judge().confirm_runs
-        (3.0, 2)
+        >>> Judge(threshold=3.0).threshold, Judge().paired_threshold, Judge().confirm_runs
+        (3.0, 2.0, 2)
         >>> Judge(alpha=2.0)
         Traceback (most recent call last):
         ...
@@ -74,7 +78,12 @@ class Judge:
     """
 
     threshold: float = 5.0
-    """Effect threshold, percent: a smaller change is never flagged."""
+    """Effect threshold, percent: a smaller change is never flagged (rows judged pair by
+    pair: :attr:`paired_threshold`)."""
+    paired_threshold: float = PAIRED_THRESHOLD
+    """Effect threshold, percent, of a row judged pair by pair (:attr:`paired`): the
+    load both sides of a duet met cancels in each pair, and the paired test's gate holds
+    what is left, so a duet is asked for less than runs one after another."""
     alpha: float = 0.05
     """False discovery rate of the comparator's tests (and family error rate of its
     process-level gates)."""
@@ -114,11 +123,14 @@ class Judge:
     """Where :attr:`duets` was read from, as the reader should see it."""
 
     def __post_init__(self) -> None:
-        if not (isinstance(self.threshold, int | float) and self.threshold >= 0):
-            raise BenchInputError(
-                f"Judge.threshold: expected a percentage >= 0, got {self.threshold!r}; "
-                "fix: e.g. --threshold 5"
-            )
+        for name, value, flag in (
+            ("threshold", self.threshold, "--threshold 5"),
+            ("paired_threshold", self.paired_threshold, "--paired-threshold 2"),
+        ):
+            if not (isinstance(value, int | float) and 0 <= value < math.inf):
+                raise BenchInputError(
+                    f"Judge.{name}: expected a percentage >= 0, got {value!r}; fix: e.g. {flag}"
+                )
         if not (isinstance(self.alpha, int | float) and 0 < self.alpha < 1):
             raise BenchInputError(
                 f"Judge.alpha: expected a false discovery rate in (0, 1), got {self.alpha!r}; "
@@ -297,6 +309,7 @@ class Judge:
             head,
             base,
             threshold=self.threshold,
+            paired_threshold=self.paired_threshold,
             alpha=self.alpha,
             noise=gates,
             floor=floor,

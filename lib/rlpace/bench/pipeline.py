@@ -15,8 +15,8 @@ Steps, for each benchmark set:
    the machine hits both sides alike; with counts, its wall-clock cases instead run
    ``2 × repeats`` duets (base and head at once, a core each, judged pair by pair:
    a pair costs one run's time and cancels the load both met), and a case whose A/A
-   pair spread (the duet calibration) needs more pairs to detect ``detect_pct`` gets
-   extra duets of its own, up to ``max_pairs`` in all;
+   pair spread (the duet calibration) needs more pairs to detect a 5 % slow-down
+   (``detect_pct``; else 10 %) gets extra duets of its own, up to ``max_pairs`` in all;
 4. merge the samples per side and hand them to the set's
    :class:`~rlpace.bench.judge.Judge` (:func:`pr_judge`: the same judge
    ``rlpace-bench compare`` builds from the same settings);
@@ -74,6 +74,7 @@ from rlpace.bench.runner import (
     stop_runs,
     suite_present,
 )
+from rlpace.bench.thresholds import PAIRED_THRESHOLD
 from rlpace.bench.work_counts.measure import counting_environ
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -129,6 +130,9 @@ class PipelineConfig:
     """A pytest ``-k`` expression choosing cases (combined with ``--quick``'s)."""
     threshold: float = 5.0
     """Percent change below which a significant difference is still called noise."""
+    paired_threshold: float = PAIRED_THRESHOLD
+    """The same for a wall-clock case judged pair by pair (its duets), whose pairs
+    cancel the load both sides met (:attr:`rlpace.bench.judge.Judge.paired_threshold`)."""
     alpha: float = 0.05
     """False-discovery rate of the comparator's tests."""
     noise_file: Path | None = None
@@ -159,13 +163,13 @@ class PipelineConfig:
     """Most duets a wall-clock case gets in all. With the count tier on, every
     wall-clock case gets ``2 × repeats`` duets, the torchrl twins (negative controls)
     only the first ``repeats`` of them; with a duet calibration at hand, a case (not a
-    twin) whose A/A pair spread needs more pairs than that to detect a
-    :attr:`detect_pct` slow-down gets as many as it needs; a case that would need more
-    than ``max_pairs`` gets none beyond ``2 × repeats`` (0, or ``2 × repeats`` or
-    fewer: no extra duets)."""
-    detect_pct: float = 10.0
-    """The slow-down (%) the extra duets of :attr:`max_pairs` are planned to detect at
-    90 % power."""
+    twin) whose A/A pair spread needs more pairs than that to detect the first
+    :attr:`detect_pct` slow-down it can within ``max_pairs`` gets as many as it needs;
+    a case that cannot detect any of them within ``max_pairs`` gets none beyond
+    ``2 × repeats`` (0, or ``2 × repeats`` or fewer: no extra duets)."""
+    detect_pct: tuple[float, ...] = (5.0, 10.0)
+    """The slow-downs (%), in order of preference, the extra duets of :attr:`max_pairs`
+    are planned to detect at 90 % power (judged at :attr:`paired_threshold`)."""
     counts: bool = True
     """Count the CPU set's single-process cases under Callgrind first, base and head
     side by side (:mod:`rlpace.bench.counts`): a count regression is flagged whatever
@@ -186,9 +190,23 @@ class PipelineConfig:
                 f"--max-pairs: expected duets per case >= 0 (0: no extra duets), got "
                 f"{self.max_pairs}"
             )
-        if not 0 < self.detect_pct < 100:
+        targets = (
+            (self.detect_pct,) if isinstance(self.detect_pct, int | float) else self.detect_pct
+        )
+        if not (
+            isinstance(targets, tuple | list)
+            and targets
+            and all(isinstance(pct, int | float) and 0 < pct < 100 for pct in targets)
+        ):
             raise BenchInputError(
-                f"detect_pct: expected a slow-down in % between 0 and 100, got {self.detect_pct}"
+                "detect_pct: expected slow-downs in % between 0 and 100, in order of "
+                f"preference (e.g. (5.0, 10.0)), got {self.detect_pct!r}"
+            )
+        object.__setattr__(self, "detect_pct", tuple(float(pct) for pct in targets))
+        if not 0 <= self.paired_threshold < 100:
+            raise BenchInputError(
+                f"--paired-threshold: expected a percentage in [0, 100), got "
+                f"{self.paired_threshold}"
             )
         if self.base_env not in BASE_ENV_MODES:
             raise BenchInputError(
@@ -684,9 +702,9 @@ def _extension_stages(
     """``(pairs, fullnames)`` stages of duets after the ``first`` ones, in order.
 
     Every wall-clock case but the torchrl twins (the negative controls) gets ``pairs``
-    duets in all; one whose A/A pair spread in ``duets`` needs more to detect
-    ``config.detect_pct`` gets as many as it needs when that is within
-    ``config.max_pairs``. A stage runs the
+    duets in all; one whose A/A pair spread in ``duets`` needs more to detect the first
+    of ``config.detect_pct`` it can within ``config.max_pairs`` (judged at
+    ``config.paired_threshold``) gets as many as it needs. A stage runs the
     cases that still need pairs, as many pairs as the least needy of them lacks.
 
     Example:
@@ -699,15 +717,18 @@ def _extension_stages(
     if not runs.head:
         return []
     frame = _rows_on_clock(load_results(runs.head[0]), "wall")
+    if duets is not None:  # the detectable changes of the threshold these pairs are judged at
+        duets = replace(duets, threshold=config.paired_threshold)
     need: dict[str, int] = {}
     for name, impl in zip(frame["fullname"], frame["impl"], strict=True):
         if impl == CONTROL_IMPL:
             continue
         more = None
         if duets is not None and config.max_pairs > pairs:
-            more = duets.pairs_to_detect(
-                name, config.detect_pct, start=pairs, most=config.max_pairs
-            )
+            for target in config.detect_pct:
+                more = duets.pairs_to_detect(name, target, start=pairs, most=config.max_pairs)
+                if more is not None:
+                    break
         total = max(pairs, more or 0)
         if total > first:
             need[name] = total
@@ -1004,8 +1025,8 @@ def pr_judge(
 
     Example:
         >>> judge = pr_judge(PipelineConfig(threshold=3.0, confirm=0), None)
-        >>> judge.threshold, judge.confirm_runs, judge.noise is None
-        (3.0, 0, True)
+        >>> judge.threshold, judge.paired_threshold, judge.confirm_runs, judge.noise is None
+        (3.0, 2.0, 0, True)
     """
     from rlpace.bench.calibration import read_calibration, read_duet_calibration
     from rlpace.bench.judge import Judge
@@ -1017,6 +1038,7 @@ def pr_judge(
         duets=read_duet_calibration(duets_file) if duets_file is not None else None,
         duets_source=duets_shown or str(duets_file or ""),
         threshold=config.threshold,
+        paired_threshold=config.paired_threshold,
         alpha=config.alpha,
         confirm_runs=config.confirm,
         same_packages=same_packages,

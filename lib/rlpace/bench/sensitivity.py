@@ -8,8 +8,9 @@ same figures the comment's *Detectable* column shows:
   ``improvement``) catches what clears its instruction gate: ``count_detect_pct``, the
   gate plus the case's A/A spread (the gate alone in older records);
 - a timed row catches its ``mdc_pct``, the change it flags 80 % of the time with this
-  run's runs and rounds, but never a change at or below the effect threshold, which a
-  change must exceed to be flagged;
+  run's runs and rounds, but never a change at or below its effect threshold, which a
+  change must exceed to be flagged (``Comparison.threshold_for``: 2 % for a duet's
+  rows in ``pr``, 5 % for the others);
 - the negative controls (``impl == "torchrl"``, pinned code alike on both sides) and
   rows measured on one side only are left out.
 
@@ -90,9 +91,10 @@ class Sensitivity:
     """
 
     threshold: float
-    """The comparison's effect threshold (%)."""
-    timing: tuple[tuple[str, float], ...] = ()
-    """``(name, detectable %)`` of the rows judged on time."""
+    """The comparison's effect threshold (%): of the timed rows that give none of their own."""
+    timing: tuple[tuple[str, float] | tuple[str, float, float], ...] = ()
+    """``(name, detectable %)`` or ``(name, detectable %, effect threshold %)`` of the
+    rows judged on time (the row's own threshold where it differs: a duet's)."""
     counts: tuple[tuple[str, float], ...] = ()
     """``(name, detectable %)`` of the rows judged on their instruction counts."""
     controls: int = 0
@@ -128,14 +130,17 @@ class Sensitivity:
     def catches(self, pct: float) -> int:
         """How many would catch a ``pct`` % slow-down: counted rows whose figure is at
         most ``pct``, timed rows whose figure is at most ``pct`` when ``pct`` is above
-        the threshold.
+        their threshold.
 
         Example:
-            >>> s = Sensitivity(5.0, timing=(("a", 3.0),), counts=(("b", 1.0),))
-            >>> s.catches(5.0), s.catches(6.0)
-            (1, 2)
+            >>> s = Sensitivity(5.0, timing=(("a", 3.0), ("duet", 4.0, 2.0)), counts=(("b", 1.0),))
+            >>> s.catches(4.0), s.catches(5.0), s.catches(6.0)
+            (2, 2, 3)
         """
-        timed = sum(d <= pct for _, d in self.timing) if pct > self.threshold else 0
+        timed = sum(
+            item[1] <= pct and pct > (item[2] if len(item) > 2 else self.threshold)
+            for item in self.timing
+        )
         return self.catches_counted(pct) + timed
 
     def catches_counted(self, pct: float) -> int:
@@ -156,7 +161,7 @@ class Sensitivity:
             >>> Sensitivity(5.0, timing=(("a", 8.0), ("b", 12.0))).timing_median_pct
             10.0
         """
-        values = [d for _, d in self.timing]
+        values = [item[1] for item in self.timing]
         return statistics.median(values) if values else math.nan
 
 
@@ -191,8 +196,12 @@ def sensitivity(comparison: Comparison) -> Sensitivity:
         if row.impl == CONTROL_IMPL:
             controls += 1
             continue
-        pct, source = detectable_pct(row, comparison.threshold)
-        (counts if source == "counts" else timing).append((row.name, pct))
+        threshold = comparison.threshold_for(row)
+        pct, source = detectable_pct(row, threshold)
+        if source == "counts":
+            counts.append((row.name, pct))
+        else:
+            timing.append((row.name, pct, threshold))
         claimed = source == "timing" and _launches(row)
         work += claimed
         handoff += claimed and _hands_off(row)

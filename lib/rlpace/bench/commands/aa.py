@@ -19,6 +19,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from rlpace.bench.thresholds import PAIRED_THRESHOLD
+
 NAME = "aa"
 HELP = "A/A calibration: false-alarm rate, per-benchmark noise and detectable change."
 
@@ -39,6 +41,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--set", dest="set_name", choices=("cpu", "gpu"), default="cpu")
     parser.add_argument("-k", dest="keyword", default=None, help="pytest -k expression")
     parser.add_argument("--threshold", type=float, default=5.0, help="effect threshold in %%")
+    parser.add_argument(
+        "--paired-threshold",
+        type=float,
+        default=PAIRED_THRESHOLD,
+        help="effect threshold in %% of the duets' paired tests, with --duets (default "
+        f"{PAIRED_THRESHOLD:g}, as pr)",
+    )
     parser.add_argument("--alpha", type=float, default=0.05, help="false discovery rate")
     parser.add_argument(
         "--family-alpha",
@@ -182,7 +191,12 @@ def _duets(args: argparse.Namespace, settings: Any) -> int:
 
     def judge_split(split, prior) -> tuple[bool, bool]:
         judge = Judge.from_calibration(
-            None, duets=prior, threshold=args.threshold, alpha=args.alpha, paired=True
+            None,
+            duets=prior,
+            threshold=args.threshold,
+            paired_threshold=args.paired_threshold,
+            alpha=args.alpha,
+            paired=True,
         )
         (heads, bases), (again_h, again_b) = split
         verdicts = judge.judge(
@@ -203,7 +217,7 @@ def _duets(args: argparse.Namespace, settings: Any) -> int:
         set_name=args.set_name,
         repeats=args.repeats,
         alpha=args.alpha,
-        threshold=args.threshold,
+        threshold=args.paired_threshold,
         family_size=family,
         judge_split=judge_split,
         seed=args.seed,

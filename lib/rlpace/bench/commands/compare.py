@@ -38,6 +38,7 @@ from rlpace.bench.result_tables import (
     load_side,
     sort_rows,
 )
+from rlpace.bench.thresholds import PAIRED_THRESHOLD
 
 NAME = "compare"
 HELP = "Compare head result files against base result files and render the report."
@@ -74,6 +75,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=5.0,
         help="smallest change in %% that may be flagged (default: 5)",
+    )
+    parser.add_argument(
+        "--paired-threshold",
+        type=float,
+        default=PAIRED_THRESHOLD,
+        help="the same for benchmarks judged pair by pair (with --paired; default: "
+        f"{PAIRED_THRESHOLD:g}, as pr)",
     )
     parser.add_argument(
         "--alpha",
@@ -219,6 +227,7 @@ def compare_files(
     alpha: float = 0.05,
     single_run_noise: float = SINGLE_RUN_NOISE,
     paired: bool = False,
+    paired_threshold: float = PAIRED_THRESHOLD,
     calibration: Path | None = None,
     duets: Path | None = None,
     name_filter: str | None = None,
@@ -237,7 +246,7 @@ def compare_files(
     ``fail_on_regression`` and something worsened or head lost benchmarks).
 
     The verdicts come from the same :class:`~rlpace.bench.judge.Judge` ``pr`` uses
-    (threshold, alpha, ``calibration``, with ``paired`` the ``duets`` calibration's
+    (threshold, alpha, ``calibration``, with ``paired`` the ``paired_threshold`` and the ``duets`` calibration's
     pair spreads, the negative-control floor), so the files
     ``pr`` ran give the verdicts ``pr``'s first comparison gave; several files a side
     are merged as ``pr`` merges its repeats. (``pr`` then confirms its flags on fresh
@@ -280,6 +289,7 @@ def compare_files(
         duets=read_duet_calibration(Path(duets)) if duets is not None else None,
         duets_source=str(duets or ""),
         threshold=threshold,
+        paired_threshold=paired_threshold,
         alpha=alpha,
         single_run_noise=single_run_noise,
         same_packages=not differences,
@@ -350,6 +360,7 @@ def main(args: argparse.Namespace) -> int:
         alpha=args.alpha,
         single_run_noise=args.single_run_noise / 100,
         paired=args.paired,
+        paired_threshold=args.paired_threshold,
         calibration=Path(args.calibration) if args.calibration else None,
         duets=Path(args.duets) if args.duets else None,
         name_filter=args.name_filter,

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rlpace.bench.errors import BenchInputError
+from rlpace.bench.thresholds import PAIRED_THRESHOLD
 
 if TYPE_CHECKING:  # pragma: no cover
     from rlpace.bench.pipeline import PipelineConfig
@@ -63,6 +64,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("-k", dest="keyword", default=None, help="pytest -k expression")
     parser.add_argument("--threshold", type=float, default=5.0, help="effect threshold in %%")
+    parser.add_argument(
+        "--paired-threshold",
+        type=float,
+        default=PAIRED_THRESHOLD,
+        help="effect threshold in %% of the wall-clock cases judged pair by pair (their "
+        f"duets; default {PAIRED_THRESHOLD:g})",
+    )
     parser.add_argument("--alpha", type=float, default=0.05, help="false discovery rate")
     parser.add_argument(
         "--noise",
@@ -115,6 +123,7 @@ def main(args: argparse.Namespace) -> int:
         quick=args.quick,
         keyword=args.keyword,
         threshold=args.threshold,
+        paired_threshold=args.paired_threshold,
         alpha=args.alpha,
         noise_file=Path(args.noise) if args.noise else None,
         duets_file=Path(args.duets) if args.duets else None,

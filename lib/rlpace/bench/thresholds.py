@@ -1,0 +1,31 @@
+"""The effect thresholds verdicts use by default: the smallest change that may be flagged.
+
+A change is flagged only beyond its own noise *and* beyond an effect threshold. Runs
+timed one after another meet different load, which no gate fitted on a few of them
+fully holds, so they keep :data:`THRESHOLD`. A duet's pairs (base and head at the same
+time, one per core) met the same load, which cancels in each pair's log ratio, and the
+paired test's gate, with its prior from the A/A duet calibration, holds what noise is
+left: they are asked for :data:`PAIRED_THRESHOLD`. The count tier has gates of its own
+(a 1 % floor; :mod:`rlpace.bench.counts`). Import-light on purpose: the command-line
+parsers read these for their defaults.
+
+Example:
+    >>> THRESHOLD, PAIRED_THRESHOLD
+    (5.0, 2.0)
+"""
+
+from __future__ import annotations
+
+__all__ = ["PAIRED_THRESHOLD", "THRESHOLD"]
+
+THRESHOLD = 5.0
+"""The effect threshold (%) of a row judged on runs one after another (``--threshold``)."""
+
+PAIRED_THRESHOLD = 2.0
+"""The effect threshold (%) of a row judged pair by pair (``--paired-threshold``).
+
+At 4 pairs on a 2-core host the paired gates are 1.8–37 % (the duet calibration of
+2026-12-02), so the gate, not this threshold, decides most duet rows; the 5 % of
+sequential runs bound none of them either, but kept every one from catching a 5 %
+slow-down. 2 % is the change the issue of the deterministic tiers asks the
+single-process cases to see."""
