@@ -311,3 +311,26 @@ def test_a_day_busier_than_the_pools_is_named_in_the_comment(tmp_path):
     # what the trusted comment job reads back says the same
     data = json.loads(json.dumps(busy.to_dict())) | {"pipeline": {"set": "cpu"}}
     assert record_from_dict(data, source="cpu.json").comparison.pair_spread == busy.pair_spread
+
+
+def test_the_comment_says_when_the_pools_check_used_another_threshold(tmp_path):
+    """A pool whose held-out check ran at 5 % cited by a run whose duets met 2 %: the
+    comment says so (its figures do not describe this run's rule), and the trusted
+    comment job reads the threshold back; a pool checked at the run's own says nothing."""
+    rng = np.random.default_rng(5)
+    pool = duet_calibration_from_runs(
+        *_write_duets(tmp_path / "pool", rng, QUIET, 8), threshold=5.0
+    )
+    run = _judged(
+        *_write_duets(tmp_path / "run", rng, QUIET, 4), paired_priors=pool.paired_priors()
+    )
+    note = replace(pool, held_out_runs=200, held_out_alarms=0).note("cpu-duets.json")
+    assert note["threshold"] == 5.0
+    other = replace(run, paired_threshold=2.0, duet_calibration=note)
+    said = render_report(other)
+    assert "judged as this run is but at a 5% effect threshold (this run: 2%)" in said
+    data = json.loads(json.dumps(other.to_dict())) | {"pipeline": {"set": "cpu"}}
+    back = record_from_dict(data, source="cpu.json").comparison
+    assert back.duet_calibration["threshold"] == 5.0 and render_report(back) == said
+    same = replace(run, paired_threshold=5.0, duet_calibration=note)
+    assert "judged as this run is, 200 held-out splits" in render_report(same)

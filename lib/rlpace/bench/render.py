@@ -554,6 +554,10 @@ def paired_text(comparison: Comparison) -> str:
         ...     "held_out_runs": 200, "mismatch": {"cpu_count": [2, 16]}})).split(": the load")[1])
         ... # doctest: +NORMALIZE_WHITESPACE
          both sides met cancels in each pair, and a change must beat the pairs' own spread, weighed with the spread of its pairs in 16 A/A duets (`reports/calibration/cpu-duets.json`, 2026-12-02; judged as this run is, 200 held-out splits of them flagged anything in 0 after the confirmation, 5 before). ⚠️ Those duets ran on another machine (cpu_count: 2 there, 16 here): rerun `rlpace-bench aa --duets 16` here.
+        >>> print(paired_text(Comparison(rows=(), paired=4, paired_threshold=2.0, duet_calibration={
+        ...     "source": "cpu-duets.json", "pairs": 16, "threshold": 5.0, "held_out_alarms": 0,
+        ...     "held_out_alarms_first": 3, "held_out_runs": 200})).split("A/A duets (")[1])
+        `cpu-duets.json`; judged as this run is but at a 5% effect threshold (this run: 2%), 200 held-out splits of them flagged anything in 0 after the confirmation, 3 before).
     """
     if not comparison.paired:
         return ""
@@ -585,8 +589,14 @@ def paired_text(comparison: Comparison) -> str:
     when = f", {neutralize(str(pool['created']))}" if pool.get("created") else ""
     held = ""
     if pool.get("held_out_runs"):
+        judged, checked = comparison.paired_threshold, pool.get("threshold")
+        how = (
+            f"judged as this run is but at a {checked:g}% effect threshold (this run: {judged:g}%)"
+            if isinstance(checked, int | float) and judged is not None and checked != judged
+            else "judged as this run is"
+        )
         held = (
-            f"; judged as this run is, {pool['held_out_runs']} held-out splits of them "
+            f"; {how}, {pool['held_out_runs']} held-out splits of them "
             f"flagged anything in {pool.get('held_out_alarms', 0)} after the confirmation, "
             f"{pool.get('held_out_alarms_first', 0)} before"
         )

@@ -197,6 +197,7 @@ class DuetCalibration:
             "held_out_alarms": self.held_out_alarms,
             "held_out_alarms_first": self.held_out_alarms_first,
             "held_out_runs": self.held_out_runs,
+            "threshold": self.threshold,
             "mismatch": {k: list(v) for k, v in self.mismatch(machine_info).items()},
         }
 
