@@ -657,9 +657,10 @@ def compare_runs(
         >>> compare_runs(head, base).rows[0].verdict.value
         'unchanged'
     """
-    for name, value in (("threshold", threshold), ("paired_threshold", paired_threshold)):
-        if value is None and name == "paired_threshold":
-            continue
+    given = {"threshold": threshold}
+    if paired_threshold is not None:
+        given["paired_threshold"] = paired_threshold
+    for name, value in given.items():
         if not (isinstance(value, int | float) and math.isfinite(value) and value >= 0):
             raise BenchInputError(f"{name}: expected a percentage >= 0, got {value!r}")
     paired_at = float(threshold if paired_threshold is None else paired_threshold)
