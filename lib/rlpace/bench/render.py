@@ -223,9 +223,7 @@ def sensitivity_text(comparison: Comparison, *, markdown: bool = True) -> str:
                 (item for item in s.timing if math.isfinite(item[1])), key=lambda i: -i[1]
             )
             shown = escape_markdown if markdown else str
-            widest = ", ".join(
-                f"{shown(item[0])} {_size(item[1])}" for item in wide[:2] if item[1] > high
-            )
+            widest = ", ".join(f"{shown(name)} {_size(d)}" for name, d, _ in wide[:2] if d > high)
             text += (
                 f" The {n} timed {'one needs' if n == 1 else 'ones need'} {_size(median)} at "
                 "the median" + (f", {widest}" if widest else "") + "."

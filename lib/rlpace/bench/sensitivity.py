@@ -85,16 +85,14 @@ class Sensitivity:
     """The smallest change each judged benchmark of a comparison would have caught.
 
     Example:
-        >>> s = Sensitivity(threshold=5.0, timing=(("a", 12.0), ("b", 5.0)), counts=(("c", 1.0),))
+        >>> s = Sensitivity(timing=(("a", 12.0, 5.0), ("b", 5.0, 5.0)), counts=(("c", 1.0),))
         >>> s.judged, s.catches(2.0), s.catches(5.0), s.catches(12.0), s.timing_median_pct
         (3, 1, 1, 3, 8.5)
     """
 
-    threshold: float
-    """The comparison's effect threshold (%): of the timed rows that give none of their own."""
-    timing: tuple[tuple[str, float] | tuple[str, float, float], ...] = ()
-    """``(name, detectable %)`` or ``(name, detectable %, effect threshold %)`` of the
-    rows judged on time (the row's own threshold where it differs: a duet's)."""
+    timing: tuple[tuple[str, float, float], ...] = ()
+    """``(name, detectable %, effect threshold %)`` of the rows judged on time: each row's
+    own threshold (``Comparison.threshold_for``: a duet's is lower)."""
     counts: tuple[tuple[str, float], ...] = ()
     """``(name, detectable %)`` of the rows judged on their instruction counts."""
     controls: int = 0
@@ -112,7 +110,7 @@ class Sensitivity:
         """Benchmarks measured on both sides, the controls aside.
 
         Example:
-            >>> Sensitivity(5.0, timing=(("a", 9.0),), counts=(("b", 1.0),)).judged
+            >>> Sensitivity(timing=(("a", 9.0, 5.0),), counts=(("b", 1.0),)).judged
             2
         """
         return len(self.timing) + len(self.counts)
@@ -122,7 +120,7 @@ class Sensitivity:
         """How many of them the count tier judged.
 
         Example:
-            >>> Sensitivity(5.0, timing=(("a", 9.0),), counts=(("b", 1.0),)).by_counts
+            >>> Sensitivity(timing=(("a", 9.0, 5.0),), counts=(("b", 1.0),)).by_counts
             1
         """
         return len(self.counts)
@@ -133,21 +131,18 @@ class Sensitivity:
         their threshold.
 
         Example:
-            >>> s = Sensitivity(5.0, timing=(("a", 3.0), ("duet", 4.0, 2.0)), counts=(("b", 1.0),))
+            >>> s = Sensitivity(timing=(("a", 3.0, 5.0), ("duet", 4.0, 2.0)), counts=(("b", 1.0),))
             >>> s.catches(4.0), s.catches(5.0), s.catches(6.0)
             (2, 2, 3)
         """
-        timed = sum(
-            item[1] <= pct and pct > (item[2] if len(item) > 2 else self.threshold)
-            for item in self.timing
-        )
+        timed = sum(d <= pct and pct > t for _, d, t in self.timing)
         return self.catches_counted(pct) + timed
 
     def catches_counted(self, pct: float) -> int:
         """How many of :meth:`catches` were counted rows.
 
         Example:
-            >>> Sensitivity(5.0, timing=(("a", 3.0),), counts=(("b", 1.0),)).catches_counted(6.0)
+            >>> Sensitivity(timing=(("a", 3.0, 5.0),), counts=(("b", 1.0),)).catches_counted(6.0)
             1
         """
         return sum(d <= pct for _, d in self.counts)
@@ -158,10 +153,10 @@ class Sensitivity:
         most could tell nothing).
 
         Example:
-            >>> Sensitivity(5.0, timing=(("a", 8.0), ("b", 12.0))).timing_median_pct
+            >>> Sensitivity(timing=(("a", 8.0, 5.0), ("b", 12.0, 5.0))).timing_median_pct
             10.0
         """
-        values = [item[1] for item in self.timing]
+        values = [d for _, d, _ in self.timing]
         return statistics.median(values) if values else math.nan
 
 
@@ -205,4 +200,4 @@ def sensitivity(comparison: Comparison) -> Sensitivity:
         claimed = source == "timing" and _launches(row)
         work += claimed
         handoff += claimed and _hands_off(row)
-    return Sensitivity(comparison.threshold, tuple(timing), tuple(counts), controls, work, handoff)
+    return Sensitivity(tuple(timing), tuple(counts), controls, work, handoff)
