@@ -9,7 +9,9 @@ it in a fresh pytest process, as it runs the real suite.
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -206,7 +208,7 @@ def test_counting_a_wall_clock_case_never_touches_cuda(monkeypatch):
         "benchmark_min_rounds": 3,
         "benchmark_min_time": "0.000005",
     }
-    config = SimpleNamespace(getoption=options.__getitem__)
+    config = SimpleNamespace(getoption=options.__getitem__, rlpace_wall_rounds=(0, 0.0))
     bench = SimpleNamespace(disabled=False, extra_info={}, pedantic=lambda fn, **_: fn())
     x = torch.ones(4)
     plugin._time_on_wall_clock(bench, lambda: x + 1, config, True)
@@ -327,6 +329,72 @@ def test_a_case_collecting_queued_work_is_timed_for_about_max_time(tmp_path):
     # every round holds a wait: a throughput (~5 ms a call), not 0.1 ms or 20 ms
     assert stats["iterations"] >= 4
     assert 0.003 < stats["min"] <= stats["max"] < 0.012
+
+
+NAP = """
+import time
+
+from rlpace.bench.suite import case
+
+
+@case(params={"ms": [10]})
+def test_nap(ms):
+    return lambda: time.sleep(ms / 1000)
+"""
+
+
+def test_a_wall_clock_case_takes_the_rounds_floor_the_runner_sets(tmp_path):
+    """``RunSettings.wall_rounds`` reaches the suite plugin of the benchmark process
+    (``$RLPACE_BENCH_WALL_ROUNDS``): a 10 ms call timed for 0.02 s gets min_rounds (5)
+    rounds without it, the floor's 20 with it, and what fits in ``wall_time`` when
+    that is shorter."""
+    root = tmp_path / "repo"
+    bench = root / "tests" / "benchmarks"
+    bench.mkdir(parents=True)
+    shutil.copy(ROOT / "tests" / "benchmarks" / "conftest.py", bench / "conftest.py")
+    (bench / "test_nap.py").write_text(NAP)
+    rounds = {}
+    for floor in ((0, 1.0), (20, 1.0), (40, 0.15)):
+        settings = RunSettings(
+            max_time=0.02, layout_pad=0, wall_rounds=floor[0], wall_time=floor[1]
+        )
+        outcome = run(
+            output=tmp_path / f"{floor[0]}.json", root=root, quiet=True, settings=settings
+        )
+        assert outcome.ok, outcome.log
+        rounds[floor] = json.loads(outcome.output.read_text())["benchmarks"][0]["stats"]["rounds"]
+    assert rounds[(0, 1.0)] == 5 and rounds[(20, 1.0)] == 20
+    assert 10 <= rounds[(40, 0.15)] <= 15  # 0.15 s of ~10 ms rounds, not 40
+
+
+def test_a_malformed_rounds_floor_is_a_usage_error_naming_the_variable(tmp_path, monkeypatch):
+    root = tmp_path / "repo"
+    bench = root / "tests" / "benchmarks"
+    bench.mkdir(parents=True)
+    shutil.copy(ROOT / "tests" / "benchmarks" / "conftest.py", bench / "conftest.py")
+    (bench / "test_nap.py").write_text(NAP)
+    env = {**os.environ, "RLPACE_BENCH_WALL_ROUNDS": "twenty", "PYTHONPATH": str(ROOT / "lib")}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", str(bench), "-q", "-p", "no:cacheprovider"],
+        env=env, capture_output=True, text=True, cwd=root, check=False,
+    )  # fmt: skip
+    assert done.returncode == 4, done.stdout + done.stderr
+    said = done.stdout + done.stderr
+    assert "RLPACE_BENCH_WALL_ROUNDS: expected ROUNDS:SECONDS" in said and "'twenty'" in said
+    assert "Traceback" not in said
+
+
+@pytest.mark.parametrize(
+    "argv, said",
+    [
+        (["--wall-rounds", "-2"], "--wall-rounds: expected an integer >= 0"),
+        (["--max-time", "0"], "--max-time: expected a number > 0"),
+    ],
+)
+def test_pr_and_aa_refuse_bad_timing_flags_before_running_anything(argv, said, capsys):
+    for command in (["pr", "--base", "HEAD"], ["aa"]):
+        assert main([*command, *argv]) == 2
+        assert said in capsys.readouterr().err
 
 
 def test_root_without_suite_is_an_input_error(tmp_path):

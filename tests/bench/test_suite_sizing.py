@@ -67,3 +67,45 @@ def test_noisy_but_steady_calls_are_not_grouped():
     fn = ScriptedCase(0.010, 0.012, 0.009, 0.011, 0.014)
     _, iterations = size_rounds(fn, max_time=0.25, min_rounds=5, clock=fn.clock)
     assert iterations == 1
+
+
+def test_a_wall_clock_floor_raises_few_slow_rounds_within_its_seconds():
+    """Five rounds of a 50 ms call fill 0.25 s; their median, at 8-10 % from round to
+    round, was most of a multi-process case's process-to-process spread."""
+    fn = ScriptedCase(0.050)
+    assert size_rounds(fn, max_time=0.25, min_rounds=5, clock=fn.clock) == (5, 1)
+    fn = ScriptedCase(0.050)
+    assert size_rounds(fn, max_time=0.25, min_rounds=5, clock=fn.clock, floor=(20, 1.0)) == (
+        20,
+        1,
+    )
+    # as many as fit in the floor's seconds: 1 s of 100 ms rounds is 10, not 20
+    fn = ScriptedCase(0.100)
+    assert size_rounds(fn, max_time=0.25, min_rounds=5, clock=fn.clock, floor=(20, 1.0)) == (
+        10,
+        1,
+    )
+    # never fewer than max_time gave: a 0.5 s call keeps its min_rounds
+    fn = ScriptedCase(0.5)
+    assert size_rounds(fn, max_time=0.25, min_rounds=5, clock=fn.clock, floor=(20, 1.0)) == (5, 1)
+
+
+def test_the_floor_leaves_cases_with_enough_rounds_alone():
+    for cost in (0.010, 0.001):
+        plain, floored = ScriptedCase(cost), ScriptedCase(cost)
+        assert size_rounds(plain, max_time=0.25, min_rounds=5, clock=plain.clock) == size_rounds(
+            floored, max_time=0.25, min_rounds=5, clock=floored.clock, floor=(20, 1.0)
+        )
+
+
+def test_the_floor_counts_rounds_of_looped_calls():
+    """Calls that hand over queued work are looped; the floor's seconds cover whole rounds."""
+    costs = (0.000_1, 0.000_1, 0.000_1, 0.040)
+    plain, floored = ScriptedCase(*costs), ScriptedCase(*costs)
+    rounds, iterations = size_rounds(plain, max_time=0.05, min_rounds=5, clock=plain.clock)
+    assert rounds == 5  # each round loops 4+ calls, ~0.16 s: max_time's rounds are min_rounds
+    up, same = size_rounds(
+        floored, max_time=0.05, min_rounds=5, clock=floored.clock, floor=(20, 2.0)
+    )
+    mean = sum(costs) / len(costs)
+    assert same == iterations and 5 < up <= 20 and up * iterations * mean <= 2.0

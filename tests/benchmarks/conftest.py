@@ -30,7 +30,7 @@ import os
 
 import pytest
 
-from rlpace.bench.suite import SkipCase, clock_of, size_rounds
+from rlpace.bench.suite import WALL_ROUNDS_ENV, SkipCase, clock_of, parse_wall_rounds, size_rounds
 from rlpace.bench.work_counts.measure import (
     CALLS,
     ENV,
@@ -69,6 +69,7 @@ def pytest_configure(config):
     try:
         config.rlpace_work_counts = counting_on(os.environ.get(ENV))
         config.rlpace_work_counts_skip = skipped_impls(os.environ.get(SKIP_ENV))
+        config.rlpace_wall_rounds = parse_wall_rounds(os.environ.get(WALL_ROUNDS_ENV))
     except ValueError as exc:
         raise pytest.UsageError(str(exc)) from None
     threads = config.getoption("--rlpace-threads")
@@ -189,7 +190,8 @@ def pytest_pyfunc_call(pyfuncitem):
 
 
 def _time_on_wall_clock(benchmark, fn, config, count):
-    """Rounds sized from the mean cost of a window of calls (see ``size_rounds``).
+    """Rounds sized from the mean cost of a window of calls (see ``size_rounds``), at
+    least ``$RLPACE_BENCH_WALL_ROUNDS``'s floor of them.
 
     pytest-benchmark sizes rounds from its fastest calibration call; for a case whose
     calls collect work other processes or threads did ahead (an async collector's
@@ -207,6 +209,7 @@ def _time_on_wall_clock(benchmark, fn, config, count):
         max_time=float(config.getoption("benchmark_max_time")),
         min_rounds=int(config.getoption("benchmark_min_rounds")),
         min_time=float(config.getoption("benchmark_min_time")),
+        floor=config.rlpace_wall_rounds,
     )
     benchmark.pedantic(fn, rounds=rounds, iterations=iterations)
     if count:  # CPU work: never initialize CUDA in this process

@@ -33,12 +33,13 @@ import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 from rlpace.bench.environment import MACHINE_INFO_KEY, collect_environment
 from rlpace.bench.errors import BenchInputError
+from rlpace.bench.suite import WALL_ROUNDS_ENV
 
 __all__ = [
     "RunOutcome",
@@ -46,6 +47,7 @@ __all__ = [
     "abba_schedule",
     "pytest_args",
     "run",
+    "run_settings",
     "stable_environ",
     "stop_runs",
     "suite_present",
@@ -61,6 +63,10 @@ pass of their own)."""
 
 LAYOUT_VARIABLE = "RLPACE_BENCH_LAYOUT_PAD"
 """Random padding in each benchmark process's environment (see ``RunSettings.layout_pad``)."""
+
+WALL_ROUNDS_VARIABLE = WALL_ROUNDS_ENV
+"""Read by the suite plugin: the rounds a wall-clock case takes at least, and the seconds
+they may last, as ``ROUNDS:SECONDS`` (see ``RunSettings.wall_rounds``)."""
 
 SUITE_DIR = Path("tests") / "benchmarks"
 """Where the suite lives, relative to a repository root."""
@@ -104,6 +110,16 @@ class RunSettings:
     one side by a few percent (Mytkowicz et al., "Producing wrong data without doing
     anything obviously wrong!", ASPLOS 2009). A random size per process turns that
     bias into process-to-process noise, which the comparator measures and allows for."""
+    wall_rounds: int = 20
+    """Rounds a wall-clock case takes at least, as many of them as fit in
+    :attr:`wall_time` when fewer do (0: ``max_time`` alone sizes the rounds). The
+    wall-clock cases (worker processes, threads, waits) vary from round to round by
+    8-10 %; five rounds of 50-100 ms left a run's median about 5 % uncertain, most of
+    their process-to-process spread, so a duet's pairs spread 5-8 % where 18 rounds
+    spread about 3 % (A/A duets, 2026-12-05). It applies to cases whose rounds
+    ``max_time`` sizes under ``wall_rounds``; the others already have more."""
+    wall_time: float = 1.0
+    """Most seconds of rounds that :attr:`wall_rounds` may make a wall-clock case take."""
 
     def __post_init__(self) -> None:
         checks = {
@@ -114,6 +130,8 @@ class RunSettings:
             "timeout": (self.timeout > 0, "a number > 0"),
             "threads": (self.threads >= 1, "an integer >= 1"),
             "layout_pad": (self.layout_pad >= 0, "an integer >= 0"),
+            "wall_rounds": (self.wall_rounds >= 0, "an integer >= 0"),
+            "wall_time": (self.wall_time > 0, "a number > 0"),
         }
         for name, (ok, expected) in checks.items():
             if not ok:
@@ -121,6 +139,38 @@ class RunSettings:
                     f"RunSettings.{name}: expected {expected}, got {getattr(self, name)!r}; "
                     f"pass a valid {name}"
                 )
+
+
+def run_settings(max_time: float | None = None, wall_rounds: int | None = None) -> RunSettings:
+    """The default :class:`RunSettings` with a command's ``--max-time`` and
+    ``--wall-rounds`` (None: the default), or a :class:`BenchInputError` naming the flag.
+
+    Example:
+        >>> run_settings(wall_rounds=0).wall_rounds, run_settings().max_time
+        (0, 0.25)
+        >>> run_settings(wall_rounds=-1)
+        Traceback (most recent call last):
+        ...
+        rlpace.bench.errors.BenchInputError: --wall-rounds: expected an integer >= 0 (0: max-time alone sizes the rounds), got -1
+    """
+    checks = (
+        ("--max-time", max_time, max_time is None or max_time > 0, "a number > 0"),
+        (
+            "--wall-rounds",
+            wall_rounds,
+            wall_rounds is None or wall_rounds >= 0,
+            "an integer >= 0 (0: max-time alone sizes the rounds)",
+        ),
+    )
+    for flag, value, ok, expected in checks:
+        if not ok:
+            raise BenchInputError(f"{flag}: expected {expected}, got {value}")
+    settings = RunSettings()
+    if max_time is not None:
+        settings = replace(settings, max_time=max_time)
+    if wall_rounds is not None:
+        settings = replace(settings, wall_rounds=wall_rounds)
+    return settings
 
 
 @dataclass(frozen=True)
@@ -152,8 +202,9 @@ def stable_environ(
     base: Mapping[str, str], settings: RunSettings, rng: random.Random | None = None
 ) -> dict[str, str]:
     """The benchmark process's environment: ``base`` with the thread variables pinned
-    (``OMP_NUM_THREADS``, ``MKL_NUM_THREADS`` and the plugin's ``RLPACE_BENCH_THREADS``)
-    and a random amount of layout padding (``RunSettings.layout_pad``).
+    (``OMP_NUM_THREADS``, ``MKL_NUM_THREADS`` and the plugin's ``RLPACE_BENCH_THREADS``),
+    the wall-clock cases' rounds floor (:data:`WALL_ROUNDS_VARIABLE`) and a random
+    amount of layout padding (``RunSettings.layout_pad``).
 
     Example:
         >>> env = stable_environ({"PATH": "/bin"}, RunSettings(threads=2), random.Random(0))
@@ -161,8 +212,11 @@ def stable_environ(
         ('2', '2', '/bin')
         >>> 0 <= len(env[LAYOUT_VARIABLE]) <= RunSettings().layout_pad
         True
+        >>> env[WALL_ROUNDS_VARIABLE]
+        '20:1'
     """
     env = dict(base)
+    env[WALL_ROUNDS_VARIABLE] = f"{settings.wall_rounds}:{settings.wall_time:g}"
     env[LAYOUT_VARIABLE] = "x" * (rng or random.SystemRandom()).randint(0, settings.layout_pad)
     env["OMP_NUM_THREADS"] = str(settings.threads)
     env["MKL_NUM_THREADS"] = str(settings.threads)

@@ -41,6 +41,7 @@ from typing import Any
 __all__ = [
     "SLOWDOWN_ENV",
     "TIMERS",
+    "WALL_ROUNDS_ENV",
     "Case",
     "SkipCase",
     "Timed",
@@ -48,6 +49,7 @@ __all__ = [
     "clock_of",
     "id_matches",
     "parse_slowdown",
+    "parse_wall_rounds",
     "registered_cases",
     "size_rounds",
     "slowdown_for",
@@ -61,6 +63,12 @@ DEVICE_OF_SET = {"cpu": "cpu", "gpu": "cuda"}
 #: matching case takes ``1 + fraction`` times as long. Used by ``rlpace-bench aa``
 #: to measure detection power and by the pipeline's own tests.
 SLOWDOWN_ENV = "RLPACE_BENCH_SLOWDOWN"
+
+#: Environment variable with the wall-clock cases' rounds floor, ``ROUNDS:SECONDS``:
+#: such a case takes at least ``ROUNDS`` rounds, as many as fit in ``SECONDS`` when
+#: fewer do (``rlpace-bench run`` sets it from ``RunSettings.wall_rounds`` and
+#: ``wall_time``; unset: ``max_time`` alone sizes the rounds, as before).
+WALL_ROUNDS_ENV = "RLPACE_BENCH_WALL_ROUNDS"
 
 
 class SkipCase(Exception):  # noqa: N818 - reads as a statement: "skip case: <reason>"
@@ -470,6 +478,33 @@ def clock_of(timer: str) -> Callable[[], float]:
     return getattr(time, TIMERS[timer])
 
 
+def parse_wall_rounds(value: str | None) -> tuple[int, float]:
+    """``(rounds, seconds)`` from :data:`WALL_ROUNDS_ENV`'s ``ROUNDS:SECONDS``;
+    ``(0, 0.0)`` (no floor) when unset or empty.
+
+    Example:
+        >>> parse_wall_rounds("20:1"), parse_wall_rounds(None)
+        ((20, 1.0), (0, 0.0))
+        >>> parse_wall_rounds("20")
+        Traceback (most recent call last):
+        ...
+        ValueError: RLPACE_BENCH_WALL_ROUNDS: expected ROUNDS:SECONDS (an integer >= 0 and a number > 0, e.g. 20:1), got '20'; fix or unset it
+    """
+    if not value:
+        return 0, 0.0
+    rounds, _, seconds = value.partition(":")
+    try:
+        parsed = int(rounds), float(seconds)
+    except ValueError:
+        parsed = (-1, 0.0)
+    if parsed[0] < 0 or not (math.isfinite(parsed[1]) and parsed[1] > 0):
+        raise ValueError(
+            f"{WALL_ROUNDS_ENV}: expected ROUNDS:SECONDS (an integer >= 0 and a number > 0, "
+            f"e.g. 20:1), got {value!r}; fix or unset it"
+        )
+    return parsed
+
+
 def size_rounds(
     fn: Callable[[], Any],
     *,
@@ -478,6 +513,7 @@ def size_rounds(
     min_time: float = 0.0,
     clock: Callable[[], float] = time.perf_counter,
     window: float | None = None,
+    floor: tuple[int, float] = (0, 0.0),
 ) -> tuple[int, int]:
     """``(rounds, iterations)`` that time ``fn`` for about ``max_time`` seconds.
 
@@ -500,6 +536,12 @@ def size_rounds(
     (five of a few calls each) left the run's median 30 % uncertain, the widest of the
     wall-clock duets' pairs (22-24 % A/A for the async CartPole collectors).
 
+    ``floor`` (``(rounds, seconds)``, :func:`parse_wall_rounds`) raises a count of
+    rounds under ``rounds`` towards it, as far as ``seconds`` of rounds allow: the
+    wall-clock cases vary 8-10 % from round to round, and the median of the five
+    rounds a 50-100 ms call gets in ``max_time`` was most of their process-to-process
+    spread.
+
     Example:
         >>> rounds, iterations = size_rounds(lambda: time.sleep(0.01), max_time=0.1, min_rounds=5)
         >>> 5 <= rounds <= 10, iterations
@@ -507,6 +549,11 @@ def size_rounds(
         >>> queue = iter(([0.0] * 3 + [0.02]) * 100)   # three ready results, then a wait
         >>> _, iterations = size_rounds(lambda: time.sleep(next(queue)), max_time=0.2, min_rounds=5)
         >>> iterations >= 2
+        True
+        >>> nap = lambda: time.sleep(0.02)
+        >>> size_rounds(nap, max_time=0.05, min_rounds=2, floor=(5, 1.0))[0]  # 5 fit in 1 s
+        5
+        >>> 7 <= size_rounds(nap, max_time=0.05, min_rounds=2, floor=(50, 0.2))[0] <= 10
         True
     """
     window = max_time / 4 if window is None else window
@@ -527,6 +574,10 @@ def size_rounds(
     if per_call < min_time:
         iterations = max(iterations, math.ceil(min_time / per_call))
     rounds = max(min_rounds, math.ceil(max_time / (per_call * iterations)))
+    floor_rounds, floor_seconds = floor
+    if rounds < floor_rounds:
+        fit = int(floor_seconds / (per_call * iterations) + 1e-9)  # 1.0 / 0.05 is 19.99…
+        rounds = max(rounds, min(floor_rounds, fit))
     return rounds, iterations
 
 

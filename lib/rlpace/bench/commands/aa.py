@@ -69,6 +69,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--out-dir", default="reports/aa", help="where <set>.json/.md go")
     parser.add_argument("--max-time", type=float, default=None, help="seconds of rounds per case")
+    parser.add_argument(
+        "--wall-rounds",
+        type=int,
+        default=None,
+        help="rounds a wall-clock case takes at least, as many as fit in a second "
+        "(0: max-time alone sizes them; default 20)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the pool assignment")
     parser.add_argument(
         "--reuse-runs",
@@ -96,18 +103,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Run the calibration and print its summary; 0 on success."""
-    from dataclasses import replace
 
     from rich.console import Console
     from rich.progress import Progress
 
     from rlpace.bench.calibration import CalibrationConfig, run_calibration
     from rlpace.bench.render_calibration import format_calibration
-    from rlpace.bench.runner import RunSettings
+    from rlpace.bench.runner import run_settings
 
-    settings = RunSettings()
-    if args.max_time is not None:
-        settings = replace(settings, max_time=args.max_time)
+    settings = run_settings(args.max_time, args.wall_rounds)
     if args.duets is not None or args.duets_from is not None:
         return _duets(args, settings)
     config = CalibrationConfig(

@@ -95,6 +95,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--max-time", type=float, default=None, help="seconds of timed rounds per case"
     )
     parser.add_argument(
+        "--wall-rounds",
+        type=int,
+        default=None,
+        help="rounds a wall-clock case takes at least, as many as fit in a second "
+        "(0: max-time alone sizes them; default 20)",
+    )
+    parser.add_argument(
         "--cache-dir",
         default=None,
         help="base worktrees, environments and raw runs (default build/rlpace-bench)",
@@ -106,14 +113,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Run the pipeline; 0 on success (1 with --fail-on-regression and a regression)."""
-    from dataclasses import replace
 
     from rlpace.bench.pipeline import PipelineConfig
-    from rlpace.bench.runner import RunSettings
+    from rlpace.bench.runner import run_settings
 
     settings = None
-    if args.max_time is not None:
-        settings = replace(RunSettings(), max_time=args.max_time)
+    if args.max_time is not None or args.wall_rounds is not None:
+        settings = run_settings(args.max_time, args.wall_rounds)
     sets = tuple(s.strip() for s in args.sets.split(",") if s.strip())
     config = PipelineConfig(
         base=args.base,

@@ -49,6 +49,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--min-rounds", type=int, default=_DEFAULTS.min_rounds, help="rounds per case, at least"
     )
     parser.add_argument(
+        "--wall-rounds",
+        type=int,
+        default=_DEFAULTS.wall_rounds,
+        help="rounds a wall-clock case takes at least, as many as fit in "
+        f"{_DEFAULTS.wall_time:g} s (0: max-time alone sizes them; default %(default)s)",
+    )
+    parser.add_argument(
         "--warmup", type=int, default=_DEFAULTS.warmup_iterations, help="warm-up calls per case"
     )
     parser.add_argument(
@@ -74,6 +81,7 @@ def main(args: argparse.Namespace) -> int:
         settings = RunSettings(
             max_time=args.max_time,
             min_rounds=args.min_rounds,
+            wall_rounds=args.wall_rounds,
             warmup_iterations=args.warmup,
             timeout=args.timeout,
             threads=args.threads,
