@@ -181,6 +181,33 @@ def test_a_pool_from_another_machine_is_named_in_the_comment(tmp_path):
     )
 
 
+def test_a_pool_timed_with_another_rounds_floor_is_named_and_an_older_one_is_not(tmp_path):
+    """The pair spreads hold for runs of the pool's rounds floor (``--wall-rounds``):
+    a pool of floored runs judging runs without the floor is named in the comment; a
+    pool recorded before the floor existed (no ``wall_rounds``) is not compared on it."""
+    spreads = {**QUIET, **CONTROLS}
+    rng = np.random.default_rng(7)
+    floored = duet_calibration_from_runs(
+        *_write_duets(tmp_path / "pool", rng, spreads, 8, meta={**META, "wall_rounds": "20:1"})
+    )
+    assert floored.environment["wall_rounds"] == "20:1"
+    heads, bases = _write_duets(
+        tmp_path / "pr", rng, spreads, 4, meta={**META, "wall_rounds": "0:1"}
+    )
+    head = merge_runs([load_results(p) for p in heads])
+    base = merge_runs([load_results(p) for p in bases])
+    judge = Judge.from_calibration(None, duets=floored, duets_source="cpu-duets.json", paired=True)
+    comparison = judge.judge(head, base)
+    assert comparison.duet_calibration["mismatch"] == {"wall_rounds": ["20:1", "0:1"]}
+    assert "wall_rounds" in render_report(comparison)
+    older = DuetCalibration(
+        "cpu", floored.pairs, floored.spreads, repeats=4, family_size=floored.family_size,
+        environment={k: v for k, v in floored.environment.items() if k != "wall_rounds"},
+    )  # fmt: skip
+    judge = Judge.from_calibration(None, duets=older, duets_source="cpu-duets.json", paired=True)
+    assert not judge.judge(head, base).duet_calibration.get("mismatch")
+
+
 def test_bad_duet_calibrations_and_options_are_refused_with_a_fix(tmp_path, capsys):
     sequential = tmp_path / "cpu.json"
     sequential.write_text(json.dumps({"format": "rlpace-bench-calibration", "version": 2}))

@@ -149,6 +149,9 @@ def collect_environment(*, repo: Path | str | None = ".") -> dict[str, Any]:
     env.update(_torch_settings())
     env["omp_num_threads"] = os.environ.get("OMP_NUM_THREADS")
     env["mkl_num_threads"] = os.environ.get("MKL_NUM_THREADS")
+    # the wall-clock cases' rounds floor (``rlpace-bench run`` sets it): a calibration of
+    # their pairs holds only for runs of the same floor
+    env["wall_rounds"] = os.environ.get("RLPACE_BENCH_WALL_ROUNDS")
     commit = dirty = None
     if repo is not None:
         commit = _git(Path(repo), "rev-parse", "HEAD")

@@ -551,7 +551,7 @@ def paired_text(comparison: Comparison) -> str:
         ...     "created": "2026-12-02", "held_out_alarms": 0, "held_out_alarms_first": 5,
         ...     "held_out_runs": 200, "mismatch": {"cpu_count": [2, 16]}})).split(": the load")[1])
         ... # doctest: +NORMALIZE_WHITESPACE
-         both sides met cancels in each pair, and a change must beat the pairs' own spread, weighed with the spread of its pairs in 16 A/A duets (`reports/calibration/cpu-duets.json`, 2026-12-02; judged as this run is, 200 held-out splits of them flagged anything in 0 after the confirmation, 5 before). ⚠️ Those duets ran on another machine (cpu_count: 2 there, 16 here): rerun `rlpace-bench aa --duets 16` here.
+         both sides met cancels in each pair, and a change must beat the pairs' own spread, weighed with the spread of its pairs in 16 A/A duets (`reports/calibration/cpu-duets.json`, 2026-12-02; judged as this run is, 200 held-out splits of them flagged anything in 0 after the confirmation, 5 before). ⚠️ Those duets ran on another machine or timing (cpu_count: 2 there, 16 here): rerun `rlpace-bench aa --duets 16` here.
         >>> print(paired_text(Comparison(rows=(), paired=4, paired_threshold=2.0, duet_calibration={
         ...     "source": "cpu-duets.json", "pairs": 16, "threshold": 5.0, "held_out_alarms": 0,
         ...     "held_out_alarms_first": 3, "held_out_runs": 200})).split("A/A duets (")[1])
@@ -609,7 +609,7 @@ def paired_text(comparison: Comparison) -> str:
             for k, (a, b) in mismatch.items()
         )
         text += (
-            f" ⚠️ Those duets ran on another machine ({parts}): rerun "
+            f" ⚠️ Those duets ran on another machine or timing ({parts}): rerun "
             f"`rlpace-bench aa --duets {pool['pairs']}` here."
         )
     return text + _busy_text(comparison.pair_spread)
@@ -711,7 +711,7 @@ def calibration_warning(note: Mapping[str, Any]) -> str:
     """A warning when the calibration was measured on another kind of machine, else ``""``.
 
     Example:
-        >>> "another machine (cpu_count: 2 there, 16 here)" in calibration_warning(
+        >>> "another machine or timing (cpu_count: 2 there, 16 here)" in calibration_warning(
         ...     {"mismatch": {"cpu_count": [2, 16]}})
         True
         >>> calibration_warning({"mismatch": {}})
@@ -728,7 +728,7 @@ def calibration_warning(note: Mapping[str, Any]) -> str:
             for k, v in mismatch.items()
         )
         warnings.append(
-            f"⚠️ The calibration was measured on another machine ({parts}): its noise gates "
+            f"⚠️ The calibration was measured on another machine or timing ({parts}): its noise gates "
             "may be too tight or too loose here. Recalibrate on this machine with "
             "`rlpace-bench aa` and check the file in."
         )

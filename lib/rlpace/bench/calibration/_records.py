@@ -519,8 +519,10 @@ def load_json_file(path: Path, expected: str, fix: str) -> Any:
         raise BenchInputError(f"{path}: expected JSON, got a parse error: {exc}") from None
 
 
-ENVIRONMENT_KEYS = ("cpu", "cpu_count", "python", "torch")
-"""What a calibration records of its machine, and what must match for its gates to hold."""
+ENVIRONMENT_KEYS = ("cpu", "cpu_count", "python", "torch", "wall_rounds")
+"""What a calibration records of its machine and runs, and what must match for its
+gates to hold (``wall_rounds``: the wall-clock cases' rounds floor, ``ROUNDS:SECONDS``;
+a calibration recorded before it does not compare it)."""
 
 
 def machine_environment(machine_info: Mapping[str, Any]) -> dict[str, Any]:
