@@ -318,7 +318,10 @@ def test_pr_flags_the_slowed_case_and_only_it(tiny_repo, tmp_path, monkeypatch, 
     ) in comment
     assert "false-alarm figure was measured with" not in comment  # pr confirms as it did
     assert "flagged in 75% of 12 comparisons on the 1 benchmark whose noise" in comment
-    assert "another machine or timing (cpu_count: 999 there" in comment and "rlpace-bench aa" in comment
+    assert (
+        "another machine or timing (cpu_count: 999 there" in comment
+        and "rlpace-bench aa" in comment
+    )
     gpu = (out_dir / "gpu.md").read_text()
     assert "Skipped: no CUDA device" in gpu
     assert json.loads((out_dir / "gpu.json").read_text())["skipped"].startswith("no CUDA")

@@ -623,9 +623,3 @@ def test_ctrl_c_to_the_driver_alone_mid_duet_stops_both_runs_at_once(
     assert waited < 30, f"the driver waited {waited:.0f} s for its duet after Ctrl-C"
     left = survivors(b"-m\0pytest\0", marker, within=10)
     assert not left, "suite runs went on after their driver was interrupted"
-
-
-def test_the_commands_show_the_rounds_floor_the_runner_uses():
-    from rlpace.bench.commands import aa, pr
-
-    assert aa._DEFAULT_WALL_ROUNDS == pr._DEFAULT_WALL_ROUNDS == RunSettings().wall_rounds

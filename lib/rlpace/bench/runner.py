@@ -23,6 +23,7 @@ a base commit whose suite plugin predates the option still runs.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
@@ -46,6 +47,7 @@ __all__ = [
     "RunSettings",
     "abba_schedule",
     "pytest_args",
+    "add_timing_arguments",
     "run",
     "run_settings",
     "stable_environ",
@@ -139,6 +141,35 @@ class RunSettings:
                     f"RunSettings.{name}: expected {expected}, got {getattr(self, name)!r}; "
                     f"pass a valid {name}"
                 )
+
+
+def add_timing_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare ``--max-time`` and ``--wall-rounds`` (both None unless given), the timing
+    options of the commands that run the suite for a comparison (``pr``, ``aa``); turn
+    them into settings with :func:`run_settings`.
+
+    Example:
+        >>> parser = argparse.ArgumentParser()
+        >>> add_timing_arguments(parser)
+        >>> args = parser.parse_args(["--wall-rounds", "0"])
+        >>> run_settings(args.max_time, args.wall_rounds).wall_rounds
+        0
+    """
+    defaults = RunSettings()
+    parser.add_argument(
+        "--max-time",
+        type=float,
+        default=None,
+        help=f"seconds of timed rounds per case (default {defaults.max_time:g})",
+    )
+    parser.add_argument(
+        "--wall-rounds",
+        type=int,
+        default=None,
+        help=f"rounds a wall-clock case takes at least, as many as fit in "
+        f"{defaults.wall_time:g} s (0: max-time alone sizes them; default "
+        f"{defaults.wall_rounds})",
+    )
 
 
 def run_settings(max_time: float | None = None, wall_rounds: int | None = None) -> RunSettings:

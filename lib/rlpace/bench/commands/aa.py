@@ -19,15 +19,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from rlpace.bench.runner import add_timing_arguments
 from rlpace.bench.thresholds import PAIRED_THRESHOLD
 
 NAME = "aa"
 HELP = "A/A calibration: false-alarm rate, per-benchmark noise and detectable change."
-
-
-_DEFAULT_WALL_ROUNDS = 20
-"""``RunSettings().wall_rounds``, not imported: the CLI's parsers stay import-light
-(a test holds the two equal)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -73,14 +69,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="runs per side of the confirmation of a flag, as in pr (default 2; 0: none)",
     )
     parser.add_argument("--out-dir", default="reports/aa", help="where <set>.json/.md go")
-    parser.add_argument("--max-time", type=float, default=None, help="seconds of rounds per case")
-    parser.add_argument(
-        "--wall-rounds",
-        type=int,
-        default=None,
-        help="rounds a wall-clock case takes at least, as many as fit in a second "
-        f"(0: max-time alone sizes them; default {_DEFAULT_WALL_ROUNDS})",
-    )
+    add_timing_arguments(parser)
     parser.add_argument("--seed", type=int, default=0, help="seed of the pool assignment")
     parser.add_argument(
         "--reuse-runs",

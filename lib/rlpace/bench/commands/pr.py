@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rlpace.bench.errors import BenchInputError
+from rlpace.bench.runner import add_timing_arguments
 from rlpace.bench.thresholds import PAIRED_THRESHOLD
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -22,11 +23,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 NAME = "pr"
 HELP = "Benchmark the working tree against a base revision (ABBA, fresh processes) and report."
-
-
-_DEFAULT_WALL_ROUNDS = 20
-"""``RunSettings().wall_rounds``, not imported: the CLI's parsers stay import-light
-(a test holds the two equal)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -96,16 +92,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="auto",
         help="how the base gets its Python environment (default auto)",
     )
-    parser.add_argument(
-        "--max-time", type=float, default=None, help="seconds of timed rounds per case"
-    )
-    parser.add_argument(
-        "--wall-rounds",
-        type=int,
-        default=None,
-        help="rounds a wall-clock case takes at least, as many as fit in a second "
-        f"(0: max-time alone sizes them; default {_DEFAULT_WALL_ROUNDS})",
-    )
+    add_timing_arguments(parser)
     parser.add_argument(
         "--cache-dir",
         default=None,
