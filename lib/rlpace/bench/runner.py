@@ -46,8 +46,8 @@ __all__ = [
     "RunOutcome",
     "RunSettings",
     "abba_schedule",
-    "pytest_args",
     "add_timing_arguments",
+    "pytest_args",
     "run",
     "run_settings",
     "stable_environ",
@@ -65,10 +65,6 @@ pass of their own)."""
 
 LAYOUT_VARIABLE = "RLPACE_BENCH_LAYOUT_PAD"
 """Random padding in each benchmark process's environment (see ``RunSettings.layout_pad``)."""
-
-WALL_ROUNDS_VARIABLE = WALL_ROUNDS_ENV
-"""Read by the suite plugin: the rounds a wall-clock case takes at least, and the seconds
-they may last, as ``ROUNDS:SECONDS`` (see ``RunSettings.wall_rounds``)."""
 
 SUITE_DIR = Path("tests") / "benchmarks"
 """Where the suite lives, relative to a repository root."""
@@ -234,7 +230,7 @@ def stable_environ(
 ) -> dict[str, str]:
     """The benchmark process's environment: ``base`` with the thread variables pinned
     (``OMP_NUM_THREADS``, ``MKL_NUM_THREADS`` and the plugin's ``RLPACE_BENCH_THREADS``),
-    the wall-clock cases' rounds floor (:data:`WALL_ROUNDS_VARIABLE`) and a random
+    the wall-clock cases' rounds floor (:data:`rlpace.bench.suite.WALL_ROUNDS_ENV`) and a random
     amount of layout padding (``RunSettings.layout_pad``).
 
     Example:
@@ -243,11 +239,11 @@ def stable_environ(
         ('2', '2', '/bin')
         >>> 0 <= len(env[LAYOUT_VARIABLE]) <= RunSettings().layout_pad
         True
-        >>> env[WALL_ROUNDS_VARIABLE]
+        >>> env[WALL_ROUNDS_ENV]
         '20:1'
     """
     env = dict(base)
-    env[WALL_ROUNDS_VARIABLE] = f"{settings.wall_rounds}:{settings.wall_time:g}"
+    env[WALL_ROUNDS_ENV] = f"{settings.wall_rounds}:{settings.wall_time:g}"
     env[LAYOUT_VARIABLE] = "x" * (rng or random.SystemRandom()).randint(0, settings.layout_pad)
     env["OMP_NUM_THREADS"] = str(settings.threads)
     env["MKL_NUM_THREADS"] = str(settings.threads)

@@ -97,7 +97,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Run the calibration and print its summary; 0 on success."""
-
     from rich.console import Console
     from rich.progress import Progress
 

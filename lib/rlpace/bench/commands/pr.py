@@ -105,7 +105,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Run the pipeline; 0 on success (1 with --fail-on-regression and a regression)."""
-
     from rlpace.bench.pipeline import PipelineConfig
     from rlpace.bench.runner import run_settings
 
