@@ -100,13 +100,20 @@ def test_twin_missing(impl):
 """
 
 
-@pytest.fixture
-def suite_root(tmp_path, monkeypatch):
+def _suite_repo(tmp_path, **modules):
+    """A throwaway repository whose suite is the real plugin and ``modules`` (name → text)."""
     root = tmp_path / "repo"
     bench = root / "tests" / "benchmarks"
     bench.mkdir(parents=True)
     shutil.copy(ROOT / "tests" / "benchmarks" / "conftest.py", bench / "conftest.py")
-    (bench / "test_cases.py").write_text(CASES)
+    for name, text in modules.items():
+        (bench / f"{name}.py").write_text(text)
+    return root
+
+
+@pytest.fixture
+def suite_root(tmp_path, monkeypatch):
+    root = _suite_repo(tmp_path, test_cases=CASES)
     probe = tmp_path / "probe.json"
     monkeypatch.setenv("RLPACE_TEST_PROBE", str(probe))
     monkeypatch.setenv("OMP_NUM_THREADS", "4")  # the runner must override it
@@ -314,11 +321,7 @@ def test_a_case_collecting_queued_work_is_timed_for_about_max_time(tmp_path):
     became ~1,000 rounds (~5 s; a real collector ran 40-60 s); sized from a window's
     mean, each round loops over a wait and the ready results, and the case takes about
     ``max_time``."""
-    root = tmp_path / "repo"
-    bench = root / "tests" / "benchmarks"
-    bench.mkdir(parents=True)
-    shutil.copy(ROOT / "tests" / "benchmarks" / "conftest.py", bench / "conftest.py")
-    (bench / "test_queued.py").write_text(QUEUED)
+    root = _suite_repo(tmp_path, test_queued=QUEUED)
     settings = RunSettings(max_time=0.1, layout_pad=0)
     outcome = run(output=tmp_path / "q.json", root=root, quiet=True, settings=settings)
     assert outcome.ok, outcome.log
@@ -348,11 +351,7 @@ def test_a_wall_clock_case_takes_the_rounds_floor_the_runner_sets(tmp_path):
     (``$RLPACE_BENCH_WALL_ROUNDS``): a 10 ms call timed for 0.02 s gets min_rounds (5)
     rounds without it, the floor's 20 with it, and what fits in ``wall_time`` when
     that is shorter."""
-    root = tmp_path / "repo"
-    bench = root / "tests" / "benchmarks"
-    bench.mkdir(parents=True)
-    shutil.copy(ROOT / "tests" / "benchmarks" / "conftest.py", bench / "conftest.py")
-    (bench / "test_nap.py").write_text(NAP)
+    root = _suite_repo(tmp_path, test_nap=NAP)
     rounds = {}
     for floor in ((0, 1.0), (20, 1.0), (40, 0.15)):
         settings = RunSettings(
@@ -368,14 +367,11 @@ def test_a_wall_clock_case_takes_the_rounds_floor_the_runner_sets(tmp_path):
 
 
 def test_a_malformed_rounds_floor_is_a_usage_error_naming_the_variable(tmp_path, monkeypatch):
-    root = tmp_path / "repo"
-    bench = root / "tests" / "benchmarks"
-    bench.mkdir(parents=True)
-    shutil.copy(ROOT / "tests" / "benchmarks" / "conftest.py", bench / "conftest.py")
-    (bench / "test_nap.py").write_text(NAP)
+    root = _suite_repo(tmp_path, test_nap=NAP)
     env = {**os.environ, "RLPACE_BENCH_WALL_ROUNDS": "twenty", "PYTHONPATH": str(ROOT / "lib")}
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", str(bench), "-q", "-p", "no:cacheprovider"],
+        [sys.executable, "-m", "pytest", str(root / "tests" / "benchmarks"), "-q", "-p",
+         "no:cacheprovider"],
         env=env, capture_output=True, text=True, cwd=root, check=False,
     )  # fmt: skip
     assert done.returncode == 4, done.stdout + done.stderr
