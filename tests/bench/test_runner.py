@@ -383,8 +383,8 @@ def test_a_malformed_rounds_floor_is_a_usage_error_naming_the_variable(tmp_path,
 @pytest.mark.parametrize(
     "argv, said",
     [
-        (["--wall-rounds", "-2"], "--wall-rounds: expected an integer >= 0"),
-        (["--max-time", "0"], "--max-time: expected a number > 0"),
+        (["--wall-rounds", "-2"], "wall_rounds: expected an integer >= 0, got -2"),
+        (["--max-time", "0"], "max_time: expected a number > 0, got 0.0"),
     ],
 )
 def test_pr_and_aa_refuse_bad_timing_flags_before_running_anything(argv, said, capsys):

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from rlpace.bench.errors import BenchInputError, EnvironmentMismatchError
+from rlpace.bench.suite import WALL_ROUNDS_ENV
 
 __all__ = [
     "COMPARED_KEYS",
@@ -151,7 +152,7 @@ def collect_environment(*, repo: Path | str | None = ".") -> dict[str, Any]:
     env["mkl_num_threads"] = os.environ.get("MKL_NUM_THREADS")
     # the wall-clock cases' rounds floor (``rlpace-bench run`` sets it): a calibration of
     # their pairs holds only for runs of the same floor
-    env["wall_rounds"] = os.environ.get("RLPACE_BENCH_WALL_ROUNDS")
+    env["wall_rounds"] = os.environ.get(WALL_ROUNDS_ENV)
     commit = dirty = None
     if repo is not None:
         commit = _git(Path(repo), "rev-parse", "HEAD")
