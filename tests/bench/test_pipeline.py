@@ -107,14 +107,15 @@ def test_a_duet_runs_both_sides_of_a_repeat_at_once_on_cores_of_their_own():
     from rlpace.bench.pipeline import _outcomes
     from rlpace.bench.runner import RunOutcome
 
-    running, most, pins = set(), [0], []
+    running, most, pins, meets = set(), [0], [], {}
     lock = threading.Lock()
 
-    def one(k, side, cpu=None):
+    def one(k, side, cpu=None, sync=None):
         with lock:
             running.add((k, side))
             most[0] = max(most[0], len(running))
             pins.append((k, side, cpu))
+            meets[(k, side)] = sync
         time.sleep(0.05)
         with lock:
             running.discard((k, side))
@@ -126,6 +127,12 @@ def test_a_duet_runs_both_sides_of_a_repeat_at_once_on_cores_of_their_own():
     if len(os.sched_getaffinity(0)) >= 2:
         cpus = {(k, side): cpu for k, side, cpu in pins}
         assert cpus[(0, "base")] == cpus[(1, "head")] != cpus[(0, "head")] == cpus[(1, "base")]
+    # each repeat's two runs share a rendezvous of their own, one as side a, one as b
+    for k in (0, 1):
+        sides = {meets[(k, s)].partition(":")[0] for s in ("base", "head")}
+        places = {meets[(k, s)].partition(":")[2] for s in ("base", "head")}
+        assert sides == {"a", "b"} and len(places) == 1
+    assert meets[(0, "base")].partition(":")[2] != meets[(1, "base")].partition(":")[2]
     # not a duet: one at a time, ABBA, unpinned
     pins.clear()
     assert [(k, s) for k, s, _ in _outcomes(one, 2, duet=False)] == got

@@ -215,10 +215,12 @@ def test_counting_a_wall_clock_case_never_touches_cuda(monkeypatch):
         "benchmark_min_rounds": 3,
         "benchmark_min_time": "0.000005",
     }
-    config = SimpleNamespace(getoption=options.__getitem__, rlpace_wall_rounds=(0, 0.0))
+    config = SimpleNamespace(
+        getoption=options.__getitem__, rlpace_wall_rounds=(0, 0.0), rlpace_duet_sync=None
+    )
     bench = SimpleNamespace(disabled=False, extra_info={}, pedantic=lambda fn, **_: fn())
     x = torch.ones(4)
-    plugin._time_on_wall_clock(bench, lambda: x + 1, config, True)
+    plugin._time_on_wall_clock(bench, lambda: x + 1, config, True, "test_x")
     work = bench.extra_info["work_counts"]
     assert "error" not in work and work["ops"][0] >= 1 and work["kernels"] == [0] * 8
 

@@ -22,6 +22,9 @@ tier, also records, from a few more calls under
 calls each call made from its thread (``extra_info["work_counts"]``, see :mod:`rlpace.bench.work_counts`;
 ``$RLPACE_BENCH_WORK_COUNTS=0`` turns that off, ``$RLPACE_BENCH_WORK_COUNTS_SKIP=torchrl``
 leaves out the cases whose ``impl`` is ``torchrl``).
+In a duet (``$RLPACE_BENCH_DUET_SYNC``, set by ``rlpace-bench``'s runner), a
+wall-clock case is timed once the run on the other core is ready to time it too
+(:mod:`rlpace.bench.duet_sync`).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import os
 
 import pytest
 
+from rlpace.bench.duet_sync import DUET_SYNC_ENV, DuetSync
 from rlpace.bench.suite import WALL_ROUNDS_ENV, SkipCase, clock_of, parse_wall_rounds, size_rounds
 from rlpace.bench.work_counts.measure import (
     CALLS,
@@ -70,6 +74,7 @@ def pytest_configure(config):
         config.rlpace_work_counts = counting_on(os.environ.get(ENV))
         config.rlpace_work_counts_skip = skipped_impls(os.environ.get(SKIP_ENV))
         config.rlpace_wall_rounds = parse_wall_rounds(os.environ.get(WALL_ROUNDS_ENV))
+        config.rlpace_duet_sync = DuetSync.from_env(os.environ.get(DUET_SYNC_ENV))
     except ValueError as exc:
         raise pytest.UsageError(str(exc)) from None
     threads = config.getoption("--rlpace-threads")
@@ -89,6 +94,26 @@ def pytest_configure(config):
         import torch
 
         torch.set_num_threads(threads)
+
+
+def pytest_collection_finish(session):
+    sync = getattr(session.config, "rlpace_duet_sync", None)
+    if sync is not None:  # the duet's other side never waits for a case this side lacks
+        sync.listed(item.nodeid for item in session.items)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    yield
+    sync = getattr(item.config, "rlpace_duet_sync", None)
+    if sync is not None:  # timed, skipped or failed: the duet's other side waits no more
+        sync.leave(item.nodeid)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    sync = getattr(session.config, "rlpace_duet_sync", None)
+    if sync is not None:
+        sync.end()
 
 
 def pytest_benchmark_update_machine_info(config, machine_info):
@@ -178,7 +203,7 @@ def pytest_pyfunc_call(pyfuncitem):
         if params.get("device") == "cuda":
             _time_on_cuda(benchmark, timed.fn, count)
         elif timer == "wall":
-            _time_on_wall_clock(benchmark, timed.fn, config, count)
+            _time_on_wall_clock(benchmark, timed.fn, config, count, pyfuncitem.nodeid)
         else:
             benchmark(timed.fn)
             if c.count_decision(**params) is not None:  # timed, not counted: its work is
@@ -189,9 +214,12 @@ def pytest_pyfunc_call(pyfuncitem):
     return True
 
 
-def _time_on_wall_clock(benchmark, fn, config, count):
+def _time_on_wall_clock(benchmark, fn, config, count, nodeid):
     """Rounds sized from the mean cost of a window of calls (see ``size_rounds``), at
-    least ``$RLPACE_BENCH_WALL_ROUNDS``'s floor of them.
+    least ``$RLPACE_BENCH_WALL_ROUNDS``'s floor of them; in a duet
+    (``$RLPACE_BENCH_DUET_SYNC``), timed once the other side is ready to time this case
+    too (:mod:`rlpace.bench.duet_sync`; the seconds waited go to
+    ``extra_info["duet_wait_s"]``).
 
     pytest-benchmark sizes rounds from its fastest calibration call; for a case whose
     calls collect work other processes or threads did ahead (an async collector's
@@ -211,6 +239,11 @@ def _time_on_wall_clock(benchmark, fn, config, count):
         min_time=float(config.getoption("benchmark_min_time")),
         floor=config.rlpace_wall_rounds,
     )
+    if config.rlpace_duet_sync is not None:
+        met = config.rlpace_duet_sync.arrive(nodeid)
+        benchmark.extra_info["duet_wait_s"] = round(met.waited, 4)
+        if met.how != "together":
+            benchmark.extra_info["duet_sync"] = met.how
     benchmark.pedantic(fn, rounds=rounds, iterations=iterations)
     if count:  # CPU work: never initialize CUDA in this process
         benchmark.extra_info[EXTRA_INFO_KEY] = _work_counts(fn, cuda=False)

@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from rlpace.bench.duet_sync import DUET_SYNC_ENV
 from rlpace.bench.errors import BenchInputError, EnvironmentMismatchError
 from rlpace.bench.suite import WALL_ROUNDS_ENV
 
@@ -153,6 +154,8 @@ def collect_environment(*, repo: Path | str | None = ".") -> dict[str, Any]:
     # the wall-clock cases' rounds floor (``rlpace-bench run`` sets it): a calibration of
     # their pairs holds only for runs of the same floor
     env["wall_rounds"] = os.environ.get(WALL_ROUNDS_ENV)
+    # whether this run met its duet twin before each wall-clock case (for the record)
+    env["duet_sync"] = bool(os.environ.get(DUET_SYNC_ENV))
     commit = dirty = None
     if repo is not None:
         commit = _git(Path(repo), "rev-parse", "HEAD")

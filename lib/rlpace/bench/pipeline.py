@@ -49,6 +49,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -64,6 +65,7 @@ from rlpace.bench.base_revision import (
     repository_root,
     requirements_hash,
 )
+from rlpace.bench.duet_sync import DUET_SYNC_ENV, SIDES, sync_value
 from rlpace.bench.errors import BenchInputError
 from rlpace.bench.runner import (
     SUITE_DIR,
@@ -281,6 +283,7 @@ def run_interleaved(
     duet: bool = False,
     count_work: bool = True,
     count_controls: bool = False,
+    duet_sync: bool = True,
 ) -> SideRuns:
     """Run ``set_name`` ``repeats`` times per side, ABBA, each in a fresh process.
 
@@ -305,6 +308,9 @@ def run_interleaved(
             the counts of the first runs only, so later stages need none).
         count_controls: count the torchrl twins' work too. Leave it False when both
             sides run the same packages: a PR cannot change the twins' work then.
+        duet_sync: in a duet, both runs start timing each wall-clock case together
+            (:mod:`rlpace.bench.duet_sync`); False lets them drift apart (a
+            measurement of what the rendezvous buys).
 
     Returns:
         The result files per side. When the first base/head pair timed nothing
@@ -324,7 +330,7 @@ def run_interleaved(
     files: dict[str, list[Path]] = {"base": [], "head": []}
     counts: dict[str, list[int]] = {"base": [], "head": []}
 
-    def one(k: int, side: str, cpu: int | None = None) -> RunOutcome:
+    def one(k: int, side: str, cpu: int | None = None, sync: str | None = None) -> RunOutcome:
         tree, python = sides[side]
         return run(
             set_name=set_name,
@@ -338,11 +344,12 @@ def run_interleaved(
             environ={
                 **(environ or {}).get(side, {}),
                 **_counting_env(count_work and k == 0, count_controls),
+                **({DUET_SYNC_ENV: sync} if sync is not None else {}),
             },
             cpu=cpu,
         )
 
-    for k, side, outcome in _outcomes(one, repeats, duet):
+    for k, side, outcome in _outcomes(one, repeats, duet, duet_sync):
         tree, python = sides[side]
         output = runs_dir / f"{side}-{k}.json"
         if not output.is_file():
@@ -368,10 +375,11 @@ def run_interleaved(
 
 
 def _outcomes(
-    one: Callable[..., RunOutcome], repeats: int, duet: bool
+    one: Callable[..., RunOutcome], repeats: int, duet: bool, sync: bool = True
 ) -> Iterator[tuple[int, str, RunOutcome]]:
     """``(k, side, outcome)`` of each run, in schedule order: ABBA one at a time, or as a
-    duet both sides of a repeat at once, each on a CPU of its own (when there are two)."""
+    duet both sides of a repeat at once, each on a CPU of its own (when there are two),
+    meeting before each wall-clock case when ``sync`` (a directory of their own)."""
     if not duet:
         for k, side in abba_schedule(repeats):
             yield k, side, one(k, side)
@@ -385,11 +393,16 @@ def _outcomes(
             for k in range(repeats):
                 # which side each core gets alternates too, so a faster core favours neither
                 order = ("base", "head") if k % 2 == 0 else ("head", "base")
-                futures = {
-                    side: pool.submit(one, k, side, slots[i]) for i, side in enumerate(order)
-                }
+                with tempfile.TemporaryDirectory(prefix="rlpace-duet-") as meet:
+                    futures = {
+                        side: pool.submit(
+                            one, k, side, slots[i], sync_value(SIDES[i], meet) if sync else None
+                        )
+                        for i, side in enumerate(order)
+                    }
+                    done = {side: futures[side].result() for side in order}
                 for side in order:
-                    yield k, side, futures[side].result()
+                    yield k, side, done[side]
         except BaseException:
             # Ctrl-C, a failed run or a caller that stopped early: the runs still going
             # in the pool's threads stop now, instead of the pool waiting for them
