@@ -217,8 +217,8 @@ def pytest_pyfunc_call(pyfuncitem):
 def _time_on_wall_clock(benchmark, fn, config, count, nodeid):
     """Rounds sized from the mean cost of a window of calls (see ``size_rounds``), at
     least ``$RLPACE_BENCH_WALL_ROUNDS``'s floor of them; in a duet
-    (``$RLPACE_BENCH_DUET_SYNC``), timed once the other side is ready to time this case
-    too (:mod:`rlpace.bench.duet_sync`; the seconds waited go to
+    (``$RLPACE_BENCH_DUET_SYNC``), warmed up, sized and timed once the other side is
+    ready to do so too (:mod:`rlpace.bench.duet_sync`; the seconds waited go to
     ``extra_info["duet_wait_s"]``).
 
     pytest-benchmark sizes rounds from its fastest calibration call; for a case whose
@@ -229,6 +229,13 @@ def _time_on_wall_clock(benchmark, fn, config, count, nodeid):
     if benchmark.disabled:  # --benchmark-disable: the one plain call benchmark(fn) makes
         benchmark(fn)
         return
+    if config.rlpace_duet_sync is not None:
+        # before the warm-up: work that threads or processes queue while this side
+        # waits (an async collector's batches) is drained before the timed rounds
+        met = config.rlpace_duet_sync.arrive(nodeid)
+        benchmark.extra_info["duet_wait_s"] = round(met.waited, 4)
+        if met.how != "together":
+            benchmark.extra_info["duet_sync"] = met.how
     if config.getoption("benchmark_warmup"):
         for _ in range(config.getoption("benchmark_warmup_iterations")):
             fn()
@@ -239,11 +246,6 @@ def _time_on_wall_clock(benchmark, fn, config, count, nodeid):
         min_time=float(config.getoption("benchmark_min_time")),
         floor=config.rlpace_wall_rounds,
     )
-    if config.rlpace_duet_sync is not None:
-        met = config.rlpace_duet_sync.arrive(nodeid)
-        benchmark.extra_info["duet_wait_s"] = round(met.waited, 4)
-        if met.how != "together":
-            benchmark.extra_info["duet_sync"] = met.how
     benchmark.pedantic(fn, rounds=rounds, iterations=iterations)
     if count:  # CPU work: never initialize CUDA in this process
         benchmark.extra_info[EXTRA_INFO_KEY] = _work_counts(fn, cuda=False)
