@@ -162,7 +162,7 @@ class PipelineConfig:
     if these runs flag it too, the same way (0: no confirmation). A whole process that
     ran slow (a burst of load, the rare slow start of a multi-process case) flags
     benchmarks in a two-run comparison; it does not repeat in fresh processes."""
-    max_pairs: int = 8
+    max_pairs: int = 10
     """Most duets a wall-clock case gets in all. With the count tier on, every
     wall-clock case gets ``2 × repeats`` duets, the torchrl twins (negative controls)
     only the first ``repeats`` of them; with a duet calibration at hand, a case (not a

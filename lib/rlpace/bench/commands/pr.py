@@ -45,10 +45,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-pairs",
         type=int,
-        default=8,
+        default=10,
         help="most duets a wall-clock case gets: one whose A/A pair spread needs more "
-        "than 2 x repeats pairs to detect 10%% gets as many as it needs up to this "
-        "many (default 8; 0: none; the torchrl twins get the first repeats pairs)",
+        "than 2 x repeats pairs to detect 5%% (else 10%%) gets as many as it needs up "
+        "to this many (default 10; 0: none; the torchrl twins get the first repeats pairs)",
     )
     parser.add_argument("--out-dir", default="reports/pr", help="where reports go")
     parser.add_argument(
