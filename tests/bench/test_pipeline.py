@@ -99,7 +99,7 @@ def _tiny_repo(tmp_path: Path, head_body: str) -> Path:
     )
 
 
-def test_a_duet_runs_both_sides_of_a_repeat_at_once_on_cores_of_their_own():
+def test_a_duet_runs_both_sides_of_a_repeat_at_once_on_cores_of_their_own(tmp_path):
     import os
     import threading
     import time
@@ -121,7 +121,7 @@ def test_a_duet_runs_both_sides_of_a_repeat_at_once_on_cores_of_their_own():
             running.discard((k, side))
         return RunOutcome(0, Path(f"{side}-{k}.json"), 1)
 
-    got = [(k, side) for k, side, _ in _outcomes(one, 2, duet=True)]
+    got = [(k, side) for k, side, _ in _outcomes(one, 2, duet=True, meet_in=tmp_path)]
     assert got == [(0, "base"), (0, "head"), (1, "head"), (1, "base")]
     assert most[0] == 2  # the two sides of a repeat overlapped
     if len(os.sched_getaffinity(0)) >= 2:
@@ -133,6 +133,8 @@ def test_a_duet_runs_both_sides_of_a_repeat_at_once_on_cores_of_their_own():
         places = {meets[(k, s)].partition(":")[2] for s in ("base", "head")}
         assert sides == {"a", "b"} and len(places) == 1
     assert meets[(0, "base")].partition(":")[2] != meets[(1, "base")].partition(":")[2]
+    assert Path(meets[(0, "base")].partition(":")[2]).parent == tmp_path
+    assert not list(tmp_path.iterdir())  # each meeting place is gone with its pair
     # not a duet: one at a time, ABBA, unpinned
     pins.clear()
     assert [(k, s) for k, s, _ in _outcomes(one, 2, duet=False)] == got

@@ -43,6 +43,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -349,7 +350,7 @@ def run_interleaved(
             cpu=cpu,
         )
 
-    for k, side, outcome in _outcomes(one, repeats, duet, duet_sync):
+    for k, side, outcome in _outcomes(one, repeats, duet, runs_dir if duet_sync else None):
         tree, python = sides[side]
         output = runs_dir / f"{side}-{k}.json"
         if not output.is_file():
@@ -375,11 +376,12 @@ def run_interleaved(
 
 
 def _outcomes(
-    one: Callable[..., RunOutcome], repeats: int, duet: bool, sync: bool = True
+    one: Callable[..., RunOutcome], repeats: int, duet: bool, meet_in: Path | None = None
 ) -> Iterator[tuple[int, str, RunOutcome]]:
     """``(k, side, outcome)`` of each run, in schedule order: ABBA one at a time, or as a
     duet both sides of a repeat at once, each on a CPU of its own (when there are two),
-    meeting before each wall-clock case when ``sync`` (a directory of their own)."""
+    meeting before each wall-clock case in a directory of their own under ``meet_in``
+    (None: they do not meet)."""
     if not duet:
         for k, side in abba_schedule(repeats):
             yield k, side, one(k, side)
@@ -393,10 +395,15 @@ def _outcomes(
             for k in range(repeats):
                 # which side each core gets alternates too, so a faster core favours neither
                 order = ("base", "head") if k % 2 == 0 else ("head", "base")
-                with tempfile.TemporaryDirectory(prefix="rlpace-duet-") as meet:
+                with contextlib.ExitStack() as stack:
+                    meet = (
+                        stack.enter_context(tempfile.TemporaryDirectory(".meet", dir=meet_in))
+                        if meet_in is not None
+                        else None
+                    )
                     futures = {
                         side: pool.submit(
-                            one, k, side, slots[i], sync_value(SIDES[i], meet) if sync else None
+                            one, k, side, slots[i], meet and sync_value(SIDES[i], meet)
                         )
                         for i, side in enumerate(order)
                     }
