@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 import threading
 import time
@@ -19,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from rlpace.bench.duet_sync import DUET_SYNC_ENV, DuetSync, sync_value
+from rlpace.bench.duet_sync import DUET_SYNC_ENV, DuetSync, Rendezvous, plugin_meets, sync_value
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -98,7 +97,15 @@ def test_two_lists_in_opposite_orders_never_deadlock(tmp_path):
     assert "orders differ" in got_a + got_b  # one side went alone, then they met again
 
 
+def test_a_twin_that_never_writes_a_line_is_waited_for_once_then_never(tmp_path):
+    a = DuetSync(tmp_path, "a", absent_timeout=0.2)
+    first = a.arrive("x")
+    assert first.how == "other absent" and 0.2 <= first.waited < 2
+    assert a.arrive("y") == Rendezvous("off", 0.0)
+
+
 def test_a_twin_that_never_comes_costs_one_time_out_then_no_waits(tmp_path):
+    DuetSync(tmp_path, "b").listed(["x", "y"])  # it started, then hung
     a = DuetSync(tmp_path, "a", timeout=0.2)
     first = a.arrive("x")
     assert first.how == "timed out" and 0.2 <= first.waited < 2
@@ -151,26 +158,30 @@ def test_second(n):
 """
 
 
-@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="a duet pins its runs to cores")
-@pytest.mark.parametrize("sync", [True, False], ids=["rendezvous", "drifting"])
-def test_a_duet_times_a_case_on_both_sides_at_once_despite_a_slower_setup(tmp_path, sync):
+def _slow_setup_repo(path, plugin_text=None):
+    bench = path / "tests" / "benchmarks"
+    bench.mkdir(parents=True)
+    plugin = (ROOT / "tests" / "benchmarks" / "conftest.py").read_text()
+    (bench / "conftest.py").write_text(plugin if plugin_text is None else plugin_text(plugin))
+    (bench / "test_cases.py").write_text(SLOW_SETUP)
+    return path
+
+
+def _slow_setup_duet(tmp_path, base_root, head_root, sync=True):
     from rlpace.bench.pipeline import run_interleaved
     from rlpace.bench.runner import RunSettings
 
-    root = tmp_path / "repo"
-    bench = root / "tests" / "benchmarks"
-    bench.mkdir(parents=True)
-    shutil.copy(ROOT / "tests" / "benchmarks" / "conftest.py", bench / "conftest.py")
-    (bench / "test_cases.py").write_text(SLOW_SETUP)
     marks = {side: tmp_path / f"{side}.marks" for side in ("base", "head")}
     environ = {
         "base": {"RLPACE_TEST_MARKS": str(marks["base"]), "RLPACE_TEST_SETUP_S": "1.5"},
         "head": {"RLPACE_TEST_MARKS": str(marks["head"])},
     }
-    tree = (root, Path(sys.executable))
     runs = run_interleaved(
         set_name="cpu",
-        sides={"base": tree, "head": tree},
+        sides={
+            "base": (base_root, Path(sys.executable)),
+            "head": (head_root, Path(sys.executable)),
+        },
         runs_dir=tmp_path / "runs",
         repeats=1,
         settings=RunSettings(max_time=0.05, wall_rounds=0),
@@ -180,9 +191,16 @@ def test_a_duet_times_a_case_on_both_sides_at_once_despite_a_slower_setup(tmp_pa
         duet_sync=sync,
     )
     first = {side: json.loads(marks[side].read_text())[0] for side in marks}
-    apart = abs(first["base"] - first["head"])
     head = json.loads(runs.head[0].read_text())
     waits = {b["name"]: b["extra_info"].get("duet_wait_s") for b in head["benchmarks"]}
+    return abs(first["base"] - first["head"]), waits, head
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="a duet pins its runs to cores")
+@pytest.mark.parametrize("sync", [True, False], ids=["rendezvous", "drifting"])
+def test_a_duet_times_a_case_on_both_sides_at_once_despite_a_slower_setup(tmp_path, sync):
+    root = _slow_setup_repo(tmp_path / "repo")
+    apart, waits, head = _slow_setup_duet(tmp_path, root, root, sync)
     assert head["machine_info"]["rlpace"]["duet_sync"] is sync
     if sync:
         assert apart < 0.5, f"both sides should time test_first together, were {apart:.2f} s apart"
@@ -190,3 +208,23 @@ def test_a_duet_times_a_case_on_both_sides_at_once_despite_a_slower_setup(tmp_pa
     else:
         assert apart >= 1.0, f"without the rendezvous the sides drift, were {apart:.2f} s apart"
         assert set(waits.values()) == {None}
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="a duet pins its runs to cores")
+def test_a_base_whose_plugin_predates_the_rendezvous_is_never_waited_for(tmp_path):
+    """A PR's base checked out from before the rendezvous writes no log: its twin is
+    not asked to meet it (it would wait at each duet's first case)."""
+
+    def old_plugin(text):
+        text = text.replace("from rlpace.bench.duet_sync import DUET_SYNC_ENV, DuetSync\n", "")
+        return text.replace("DuetSync.from_env(os.environ.get(DUET_SYNC_ENV))", "None")
+
+    base = _slow_setup_repo(tmp_path / "base", old_plugin)
+    head = _slow_setup_repo(tmp_path / "head")
+    assert not plugin_meets(base / "tests/benchmarks/conftest.py")
+    assert plugin_meets(head / "tests/benchmarks/conftest.py")
+    start = time.monotonic()
+    apart, waits, result = _slow_setup_duet(tmp_path, base, head)
+    assert time.monotonic() - start < 45  # the head never waited out ABSENT_TIMEOUT
+    assert set(waits.values()) == {None} and result["machine_info"]["rlpace"]["duet_sync"] is False
+    assert apart >= 1.0  # and the two drifted, as before the rendezvous

@@ -25,7 +25,10 @@ other side's log shows one of:
   alone, and they meet again at the next case both reach.
 
 A side that has waited ``timeout`` seconds stops waiting for the rest of its run (the
-other side died or hangs); how long each case waited is kept in its result.
+other side died or hangs), and so does one whose twin has not written a line after
+``absent_timeout`` seconds (a suite plugin from before the rendezvous, which the
+runner should not have paired with it: :func:`plugin_meets`); how long each case
+waited is kept in its result.
 
 Example:
     >>> import tempfile
@@ -46,7 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-__all__ = ["DUET_SYNC_ENV", "SIDES", "DuetSync", "Rendezvous", "sync_value"]
+__all__ = ["DUET_SYNC_ENV", "SIDES", "DuetSync", "Rendezvous", "plugin_meets", "sync_value"]
 
 DUET_SYNC_ENV = "RLPACE_BENCH_DUET_SYNC"
 """``SIDE:DIRECTORY`` (``a`` or ``b``, then the shared directory) for each run of a
@@ -58,6 +61,30 @@ DEFAULT_TIMEOUT = 120.0
 """Seconds a side waits at one case before it stops waiting for the rest of its run:
 more than the longest wall-clock case with its work count (~20 s), less than the
 fraction of a PR check a dead twin may cost."""
+
+
+ABSENT_TIMEOUT = 60.0
+"""Seconds a side waits for a twin that has written nothing at all (not even the
+cases it collected, which a run writes seconds after it starts)."""
+
+PLUGIN_MARK = "from rlpace.bench.duet_sync import"
+"""How a suite plugin that takes part in the rendezvous imports it (a docstring that
+only names the module does not count)."""
+
+
+def plugin_meets(plugin: Path | str) -> bool:
+    """Whether the suite plugin file ``plugin`` (a tree's ``tests/benchmarks/conftest.py``)
+    takes part in the rendezvous: a base checked out from before it never writes a
+    log, and its twin would wait for it at each duet's first case.
+
+    Example:
+        >>> plugin_meets("/nonexistent/conftest.py")
+        False
+    """
+    try:
+        return PLUGIN_MARK in Path(plugin).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
 
 
 def sync_value(side: str, directory: Path | str) -> str:
@@ -83,7 +110,8 @@ class Rendezvous:
 
     how: str
     """``together``, ``other past``, ``other ended``, ``other lacks it``, ``orders
-    differ``, ``timed out`` or ``off`` (this side stopped waiting after a time-out)."""
+    differ``, ``timed out``, ``other absent`` (the twin never wrote a line) or ``off``
+    (this side stopped waiting after either)."""
     waited: float
     """Seconds this side waited."""
 
@@ -104,6 +132,7 @@ class DuetSync:
     directory: Path
     side: str
     timeout: float = DEFAULT_TIMEOUT
+    absent_timeout: float = ABSENT_TIMEOUT
     poll: float = 0.0005
     _log: TextIO | None = field(default=None, init=False, repr=False)
     _mine: set[str] = field(default_factory=set, init=False, repr=False)
@@ -199,6 +228,9 @@ class DuetSync:
             if waited >= self.timeout:
                 self._off = True
                 return Rendezvous("timed out", waited)
+            if self._last is None and waited >= self.absent_timeout:
+                self._off = True  # the twin never wrote a line: it does not take part
+                return Rendezvous("other absent", waited)
             time.sleep(self.poll)
 
     def leave(self, case_id: str) -> None:

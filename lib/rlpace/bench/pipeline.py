@@ -66,7 +66,7 @@ from rlpace.bench.base_revision import (
     repository_root,
     requirements_hash,
 )
-from rlpace.bench.duet_sync import DUET_SYNC_ENV, SIDES, sync_value
+from rlpace.bench.duet_sync import DUET_SYNC_ENV, SIDES, plugin_meets, sync_value
 from rlpace.bench.errors import BenchInputError
 from rlpace.bench.runner import (
     SUITE_DIR,
@@ -310,7 +310,8 @@ def run_interleaved(
         count_controls: count the torchrl twins' work too. Leave it False when both
             sides run the same packages: a PR cannot change the twins' work then.
         duet_sync: in a duet, both runs start timing each wall-clock case together
-            (:mod:`rlpace.bench.duet_sync`); False lets them drift apart (a
+            (:mod:`rlpace.bench.duet_sync`) when both trees' suite plugins take part
+            (a base from before it does not); False lets them drift apart (a
             measurement of what the rendezvous buys).
 
     Returns:
@@ -350,7 +351,11 @@ def run_interleaved(
             cpu=cpu,
         )
 
-    for k, side, outcome in _outcomes(one, repeats, duet, runs_dir if duet_sync else None):
+    # both plugins must take part: one from before the rendezvous would be waited for
+    meet = duet_sync and all(
+        plugin_meets(Path(tree) / SUITE_DIR / "conftest.py") for tree, _ in sides.values()
+    )
+    for k, side, outcome in _outcomes(one, repeats, duet, runs_dir if meet else None):
         tree, python = sides[side]
         output = runs_dir / f"{side}-{k}.json"
         if not output.is_file():
