@@ -32,10 +32,9 @@ waited is kept in its result.
 
 Example:
     >>> import tempfile
-    >>> d = tempfile.mkdtemp()
     >>> from concurrent.futures import ThreadPoolExecutor
-    >>> a, b = DuetSync(Path(d), "a"), DuetSync(Path(d), "b")
-    >>> with ThreadPoolExecutor(2) as pool:   # two runs, here two threads
+    >>> with tempfile.TemporaryDirectory() as d, ThreadPoolExecutor(2) as pool:
+    ...     a, b = DuetSync(Path(d), "a"), DuetSync(Path(d), "b")   # two runs, here threads
     ...     met = list(pool.map(lambda side: side.arrive("case-1").how, (a, b)))
     >>> met
     ['together', 'together']
@@ -122,10 +121,11 @@ class DuetSync:
 
     Example:
         >>> import tempfile
-        >>> d = Path(tempfile.mkdtemp())
-        >>> a, b = DuetSync(d, "a"), DuetSync(d, "b")
-        >>> b.leave("x")                     # b skipped x
-        >>> a.arrive("x").how
+        >>> with tempfile.TemporaryDirectory() as d:
+        ...     a, b = DuetSync(Path(d), "a"), DuetSync(Path(d), "b")
+        ...     b.leave("x")                     # b skipped x
+        ...     how = a.arrive("x").how
+        >>> how
         'other past'
     """
 
@@ -194,9 +194,10 @@ class DuetSync:
 
         Example:
             >>> import tempfile
-            >>> d = Path(tempfile.mkdtemp())
-            >>> DuetSync(d, "b").listed(["x"])
-            >>> DuetSync(d, "a").arrive("only-in-a").how
+            >>> with tempfile.TemporaryDirectory() as d:
+            ...     DuetSync(Path(d), "b").listed(["x"])
+            ...     how = DuetSync(Path(d), "a").arrive("only-in-a").how
+            >>> how
             'other lacks it'
         """
         mine = [_one_line(c) for c in case_ids]
@@ -210,9 +211,10 @@ class DuetSync:
 
         Example:
             >>> import tempfile
-            >>> d = Path(tempfile.mkdtemp())
-            >>> DuetSync(d, "b").end()
-            >>> DuetSync(d, "a").arrive("x").how
+            >>> with tempfile.TemporaryDirectory() as d:
+            ...     DuetSync(Path(d), "b").end()
+            ...     how = DuetSync(Path(d), "a").arrive("x").how
+            >>> how
             'other ended'
         """
         case_id = _one_line(case_id)
