@@ -186,6 +186,14 @@ class DuetSync:
 
     @property
     def other(self) -> str:
+        """The twin's side.
+
+        Example:
+            >>> import tempfile
+            >>> with tempfile.TemporaryDirectory() as d:
+            ...     DuetSync(Path(d), "a").other
+            'b'
+        """
         return SIDES[1 - SIDES.index(self.side)]
 
     def listed(self, case_ids: Iterable[str]) -> None:
@@ -236,11 +244,27 @@ class DuetSync:
             time.sleep(self.poll)
 
     def leave(self, case_id: str) -> None:
-        """Say this side is done with ``case_id`` (timed, skipped or failed)."""
+        """Say this side is done with ``case_id`` (timed, skipped or failed).
+
+        Example:
+            >>> import tempfile
+            >>> with tempfile.TemporaryDirectory() as d:
+            ...     DuetSync(Path(d), "b").leave("x")
+            ...     (Path(d) / "b.log").read_text()
+            'leave\\tx\\n'
+        """
         self._write("leave", _one_line(case_id))
 
     def end(self) -> None:
-        """Say this side's session is over; the other side waits for it no more."""
+        """Say this side's session is over; the other side waits for it no more.
+
+        Example:
+            >>> import tempfile
+            >>> with tempfile.TemporaryDirectory() as d:
+            ...     DuetSync(Path(d), "b").end()
+            ...     DuetSync(Path(d), "a").arrive("any").how
+            'other ended'
+        """
         self._write("end", "")
         if self._log is not None:
             self._log.close()
