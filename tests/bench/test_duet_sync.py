@@ -228,3 +228,45 @@ def test_a_base_whose_plugin_predates_the_rendezvous_is_never_waited_for(tmp_pat
     assert time.monotonic() - start < 45  # the head never waited out ABSENT_TIMEOUT
     assert set(waits.values()) == {None} and result["machine_info"]["rlpace"]["duet_sync"] is False
     assert apart >= 1.0  # and the two drifted, as before the rendezvous
+
+
+def test_a_malformed_rendezvous_is_a_usage_error_naming_the_variable(tmp_path):
+    """A real pytest run of the suite plugin, as a stranger's shell would start it."""
+    import subprocess
+
+    root = _slow_setup_repo(tmp_path / "repo")
+    env = {
+        **os.environ,
+        DUET_SYNC_ENV: "left:/no/such/dir",
+        "PYTHONPATH": str(ROOT / "lib"),
+        "RLPACE_TEST_MARKS": str(tmp_path / "marks"),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", str(root / "tests" / "benchmarks"), "-q", "-p",
+         "no:cacheprovider"],
+        env=env, capture_output=True, text=True, cwd=root, check=False,
+    )  # fmt: skip
+    said = done.stdout + done.stderr
+    assert done.returncode == 4, said
+    assert f"{DUET_SYNC_ENV}: expected SIDE:DIRECTORY" in said and "'left:/no/such/dir'" in said
+    assert "Traceback" not in said
+
+
+def test_a_line_written_in_two_pieces_is_read_whole(tmp_path):
+    """The twin's log is read on from where the last read stopped: a line caught half
+    written waits for its end instead of being taken for a case named by its half."""
+    a = DuetSync(tmp_path, "a", timeout=10)
+    log = (tmp_path / "b.log").open("a", encoding="utf-8")
+    log.write("case\ttests/x.py::test_é[1]\nlisted\t\narrive\ttests/x.py::test_é")
+    log.flush()
+
+    def finish_the_line():
+        time.sleep(0.3)
+        log.write("[1]\n")
+        log.close()
+
+    thread = threading.Thread(target=finish_the_line)
+    thread.start()
+    met = a.arrive("tests/x.py::test_é[1]")
+    thread.join()
+    assert met.how == "together" and met.waited >= 0.25  # not before the line was whole

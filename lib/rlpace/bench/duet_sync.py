@@ -136,7 +136,7 @@ class DuetSync:
     poll: float = 0.0005
     _log: TextIO | None = field(default=None, init=False, repr=False)
     _mine: set[str] = field(default_factory=set, init=False, repr=False)
-    _read: int = field(default=0, init=False, repr=False)
+    _theirs: TextIO | None = field(default=None, init=False, repr=False)
     _pending: str = field(default="", init=False, repr=False)
     _arrived: set[str] = field(default_factory=set, init=False, repr=False)
     _left: set[str] = field(default_factory=set, init=False, repr=False)
@@ -266,15 +266,18 @@ class DuetSync:
             'other ended'
         """
         self._write("end", "")
-        if self._log is not None:
-            self._log.close()
-            self._log = None
+        for log in (self._log, self._theirs):
+            if log is not None:
+                log.close()
+        self._log = self._theirs = None
 
     def _write(self, event: str, case_id: str) -> None:
         if event in ("arrive", "leave"):
             self._mine.add(case_id)
         if self._log is None:
-            self._log = (self.directory / f"{self.side}.log").open("a", buffering=1)
+            self._log = (self.directory / f"{self.side}.log").open(
+                "a", buffering=1, encoding="utf-8"
+            )
         self._log.write(f"{event}\t{case_id}\n")
 
     def _ready(self, case_id: str) -> str | None:
@@ -296,12 +299,13 @@ class DuetSync:
         return None
 
     def _catch_up(self) -> None:
-        try:
-            with (self.directory / f"{self.other}.log").open() as log:
-                log.seek(self._read)
-                chunk = log.read()
-                self._read = log.tell()
-        except FileNotFoundError:  # the other side has not started yet
+        if self._theirs is None:  # opened once, then read on from where it stopped
+            try:
+                self._theirs = (self.directory / f"{self.other}.log").open(encoding="utf-8")
+            except FileNotFoundError:  # the other side has not started yet
+                return
+        chunk = self._theirs.read()
+        if not chunk:
             return
         lines = (self._pending + chunk).split("\n")
         self._pending = lines.pop()  # a line still being written
