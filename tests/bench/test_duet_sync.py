@@ -1,4 +1,4 @@
-"""The duet's rendezvous: both runs start timing each wall-clock case together.
+"""The duet's rendezvous: both runs start timing each case together.
 
 The protocol is checked with two :class:`DuetSync` sides in threads; the plugin and the
 runner with two real pytest runs of a throwaway suite whose one side takes 1.5 s longer
@@ -158,12 +158,12 @@ def test_second(n):
 """
 
 
-def _slow_setup_repo(path, plugin_text=None):
+def _slow_setup_repo(path, plugin_text=None, cases=SLOW_SETUP):
     bench = path / "tests" / "benchmarks"
     bench.mkdir(parents=True)
     plugin = (ROOT / "tests" / "benchmarks" / "conftest.py").read_text()
     (bench / "conftest.py").write_text(plugin if plugin_text is None else plugin_text(plugin))
-    (bench / "test_cases.py").write_text(SLOW_SETUP)
+    (bench / "test_cases.py").write_text(cases)
     return path
 
 
@@ -208,6 +208,23 @@ def test_a_duet_times_a_case_on_both_sides_at_once_despite_a_slower_setup(tmp_pa
     else:
         assert apart >= 1.0, f"without the rendezvous the sides drift, were {apart:.2f} s apart"
         assert set(waits.values()) == {None}
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="a duet pins its runs to cores")
+def test_a_case_on_the_cpu_clock_declared_out_of_the_count_tier_meets_too(tmp_path):
+    """``pr`` times such a case in duets, judged pair by pair: both sides start its
+    timing (pytest-benchmark's own warm-up and rounds) together as well."""
+    on_cpu = SLOW_SETUP.replace(
+        '@case(params={"n": [1]})\ndef test_first',
+        '@case(params={"n": [1]}, timer="cpu", count="declared out")\ndef test_first',
+    )
+    assert on_cpu != SLOW_SETUP
+    root = _slow_setup_repo(tmp_path / "repo", cases=on_cpu)
+    apart, waits, head = _slow_setup_duet(tmp_path, root, root)
+    first = next(b for b in head["benchmarks"] if b["name"] == "test_first[1]")
+    assert first["extra_info"]["timer"] == "cpu" and first["extra_info"]["pass"] == "timed"
+    assert apart < 0.5, f"both sides should time test_first together, were {apart:.2f} s apart"
+    assert waits["test_first[1]"] >= 1.0  # head waited for base's slow setup
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="a duet pins its runs to cores")

@@ -611,6 +611,11 @@ def test_untouched():
 @case()
 def test_on_the_clock():
     return Timed(lambda: sum(DATA), items=len(DATA), unit="numbers")
+
+
+@case(timer="cpu", count="too slow under Valgrind, say")
+def test_declared_out():
+    return Timed(lambda: max(DATA), items=len(DATA), unit="numbers")
 """
 
 
@@ -645,9 +650,10 @@ def _pr_on_a_range_check(tmp_path: Path, monkeypatch) -> Path:
 )
 def test_pr_judges_counted_cases_by_counts_and_times_them_once_a_side(tmp_path, monkeypatch):
     """A head that adds a few percent of real work (a range check over a twentieth of
-    the data) to one counted case: the counts flag it, and nothing else; the cases on
-    the CPU clock are timed once a side (a duet), the wall-clock case in 2 x repeats
-    duets."""
+    the data) to one counted case: the counts flag it, and nothing else; the counted
+    cases are timed once a side (a duet), the wall-clock case and the CPU-clock case
+    declared out of the count tier in 2 x repeats duets, judged pair by pair, each on
+    its own clock."""
     repo = _pr_on_a_range_check(tmp_path, monkeypatch)
     data = json.loads((repo / "reports" / "pr" / "cpu.json").read_text())
     rows = {row["name"]: row for row in data["rows"]}
@@ -660,13 +666,18 @@ def test_pr_judges_counted_cases_by_counts_and_times_them_once_a_side(tmp_path, 
     assert rows["test_untouched"]["count_verdict"] == "same"
     assert rows["test_untouched"]["verdict"] != "worsened"
     assert rows["test_on_the_clock"]["count_verdict"] == "not-counted"
+    assert rows["test_declared_out"]["count_verdict"] == "not-counted"
     assert data["count_tier"]["counted"] == 2 and data["count_tier"]["unavailable"] is None
 
-    # the CPU-clock cases ran once a side, as a duet; the wall-clock one in four duets,
-    # two with the whole set, two more of it alone (the stage after the first pairs)
+    # the counted cases ran once a side, as a duet; the timed ones in four duets, two
+    # with the whole set, two more of them alone (the stage after the first pairs)
     def names(path):
         ran = json.loads(path.read_text())["benchmarks"]
         return sorted(b["name"] for b in ran)
+
+    def clocks(path):
+        ran = json.loads(path.read_text())["benchmarks"]
+        return {b["name"]: (b["extra_info"]["timer"], b["extra_info"]["pass"]) for b in ran}
 
     runs, clock = tmp_path / "cache" / "runs" / "cpu", tmp_path / "cache" / "runs" / "cpu-cpu-clock"
     assert sorted(p.name for p in clock.glob("*.json")) == ["base-0.json", "head-0.json"]
@@ -674,7 +685,10 @@ def test_pr_judges_counted_cases_by_counts_and_times_them_once_a_side(tmp_path, 
     for side in ("base", "head"):
         for stage in (runs, runs.with_name("cpu-extend-1")):
             for k in range(2):
-                assert names(stage / f"{side}-{k}.json") == ["test_on_the_clock"]
+                assert clocks(stage / f"{side}-{k}.json") == {
+                    "test_declared_out": ("cpu", "timed"),
+                    "test_on_the_clock": ("wall", "timed"),
+                }
     assert data["pipeline"]["cpu_clock"] == {
         "repeats": 1,
         "duet": True,
@@ -683,10 +697,13 @@ def test_pr_judges_counted_cases_by_counts_and_times_them_once_a_side(tmp_path, 
     order = [f"{s}-{k}" for k in range(2) for s in ("base", "head")]
     assert data["pipeline"]["order"] == order
     assert data["pipeline"]["extension"] == [
-        {"repeats": 2, "benchmarks": ["tests/benchmarks/test_tiny.py::test_on_the_clock"],
+        {"repeats": 2, "benchmarks": ["tests/benchmarks/test_tiny.py::test_on_the_clock",
+                                      "tests/benchmarks/test_tiny.py::test_declared_out"],
          "order": order}
     ]  # fmt: skip
     assert rows["test_on_the_clock"]["method"] == "paired" and data["paired"] == 4
+    assert rows["test_declared_out"]["method"] == "paired"
+    assert rows["test_declared_out"]["head_runs"] == rows["test_declared_out"]["base_runs"] == 4
     # "why": the function that grew, by Python call counts from a plain process
     causes = computes["count_causes"]
     assert any(name.endswith("test_tiny.py:_check") for name, _b, _h in causes["python"])
@@ -821,7 +838,7 @@ def test_pr_without_valgrind_times_every_case_every_repeat_and_says_why(tmp_path
     runs = tmp_path / "cache" / "runs" / "cpu"
     for name in ("base-0.json", "head-0.json", "head-1.json", "base-1.json"):
         ran = {b["name"] for b in json.loads((runs / name).read_text())["benchmarks"]}
-        assert ran == {"test_computes", "test_untouched", "test_on_the_clock"}
+        assert ran == {"test_computes", "test_untouched", "test_on_the_clock", "test_declared_out"}
     comment = (repo / "reports" / "pr" / "cpu.md").read_text()
     assert "Count tier off: valgrind is not installed" in comment
 
@@ -855,24 +872,27 @@ def test_a_malformed_suite_switch_is_refused_with_the_fix(tmp_path, variable, va
 
 
 def test_extension_stages_leave_the_controls_at_the_first_pairs(write_json):
-    """After the first pairs, every wall-clock case but the torchrl twins gets the
-    planned pairs, and one whose A/A pair spread needs more gets them in later stages
-    of only the cases still short; a case that could not reach the target within
-    ``max_pairs`` gets no more than the others; CPU-clock rows are not extended."""
+    """After the first pairs, every timed case (wall clock, or CPU clock declared out of
+    the count tier) but the torchrl twins gets the planned pairs, and one whose A/A pair
+    spread needs more gets them in later stages of only the cases still short; a case
+    that could not reach the target within ``max_pairs`` gets no more than the others;
+    counted rows are not extended."""
     from rlpace.bench.calibration import DuetCalibration
     from rlpace.bench.pipeline import PipelineConfig, SideRuns, _extension_stages
 
-    def row(name, impl=None, timer="wall"):
+    def row(name, impl=None, timer="wall", **extra):
         return {
             "fullname": f"t.py::{name}",
             "params": {"impl": impl} if impl else {},
-            "extra_info": {"timer": timer},
+            "extra_info": {"timer": timer, **extra},
             "stats": {"data": [1.0, 1.1, 1.0]},
         }
 
+    # "declared": a CPU-clock case declared out of the count tier, judged on its time
     first = write_json(
         {"version": "5.1.0", "benchmarks": [row("calm", "rlpace"), row("wide", "rlpace"),
-         row("wider"), row("hopeless"), row("twin", "torchrl"), row("counted", timer="cpu")]}
+         row("wider"), row("hopeless"), row("twin", "torchrl"), row("counted", timer="cpu"),
+         row("declared", timer="cpu", **{"pass": "timed"})]}
     )  # fmt: skip
     spreads = {"calm": 2.0, "wide": 4.3, "wider": 7.7, "hopeless": 19.0, "twin": 9.0}
     duets = DuetCalibration(
@@ -882,18 +902,20 @@ def test_extension_stages_leave_the_controls_at_the_first_pairs(write_json):
     # planned for 10 % at a 5 % threshold: the plan before duets had a threshold of their own
     tens = PipelineConfig(max_pairs=16, detect_pct=10.0, paired_threshold=5.0)
     assert _extension_stages(duets, runs, 2, 4, tens) == [
-        (2, ("t.py::calm", "t.py::wide", "t.py::wider", "t.py::hopeless")),
+        (2, ("t.py::calm", "t.py::wide", "t.py::wider", "t.py::hopeless", "t.py::declared")),
         (1, ("t.py::wide", "t.py::wider")),  # 4.3 % needs 5 pairs to see 10 %
         (10, ("t.py::wider",)),  # 7.7 % needs 15
     ]
     # the default: 5 % where max_pairs allow it, else 10 %, judged at the 2 % duet threshold
     stages = _extension_stages(duets, runs, 2, 4, PipelineConfig(max_pairs=16))
     assert stages == [
-        (2, ("t.py::calm", "t.py::wide", "t.py::wider", "t.py::hopeless")),
+        (2, ("t.py::calm", "t.py::wide", "t.py::wider", "t.py::hopeless", "t.py::declared")),
         (1, ("t.py::calm", "t.py::wide", "t.py::wider")),  # 2.0 % sees 5 % in 5 pairs
         (10, ("t.py::wider",)),  # 7.7 % sees no 5 % within 16 pairs: 15 for 10 %
     ]
     # without a calibration (or with max_pairs 0): the planned pairs only, twins left out
     plain = _extension_stages(None, runs, 2, 4, PipelineConfig())
-    assert plain == [(2, ("t.py::calm", "t.py::wide", "t.py::wider", "t.py::hopeless"))]
+    assert plain == [
+        (2, ("t.py::calm", "t.py::wide", "t.py::wider", "t.py::hopeless", "t.py::declared"))
+    ]
     assert _extension_stages(duets, runs, 4, 4, PipelineConfig(max_pairs=0)) == []

@@ -176,6 +176,7 @@ def test_run_command_applies_stable_settings_and_records_the_environment(
         "items_per_call": 8,
         "unit": "numbers",
         "timer": "wall",
+        "pass": "timed",
     }
     assert len(probe_rlpace["stats"]["data"]) == probe_rlpace["stats"]["rounds"] >= 5
     assert len(load_results(out)) == 8
@@ -220,7 +221,7 @@ def test_counting_a_wall_clock_case_never_touches_cuda(monkeypatch):
     )
     bench = SimpleNamespace(disabled=False, extra_info={}, pedantic=lambda fn, **_: fn())
     x = torch.ones(4)
-    plugin._time_on_wall_clock(bench, lambda: x + 1, config, True, "test_x")
+    plugin._time_sized(bench, lambda: x + 1, config, True, "test_x")
     work = bench.extra_info["work_counts"]
     assert "error" not in work and work["ops"][0] >= 1 and work["kernels"] == [0] * 8
 

@@ -8,8 +8,13 @@ Options:
         any case runs; defaults to ``$RLPACE_BENCH_THREADS`` (``rlpace-bench run`` sets
         it to 1); unset leaves torch's default.
     --rlpace-timer {cpu,wall}: time only the cases on that clock, skip the others
-        (default ``$RLPACE_BENCH_TIMER``, unset: every case). ``rlpace-bench pr`` times
-        the CPU-clock cases, which the count tier judges, in a pass of their own.
+        (default ``$RLPACE_BENCH_TIMER``, unset: every case).
+    --rlpace-pass {counted,timed}: run only the cases of one pass of ``rlpace-bench
+        pr`` and skip the others (default ``$RLPACE_BENCH_PASS``; it supersedes the
+        clock): ``counted``, the CPU-clock cases the count tier judges (timed once a
+        side, for display); ``timed``, the cases judged on their time (the wall-clock
+        ones and the CPU-clock ones declared out of the count tier, timed in duets).
+        Each result records its pass in ``extra_info["pass"]``.
 
 Every result file also carries the environment metadata of
 :func:`rlpace.bench.environment.collect_environment` under ``machine_info["rlpace"]``,
@@ -23,7 +28,7 @@ calls each call made from its thread (``extra_info["work_counts"]``, see :mod:`r
 ``$RLPACE_BENCH_WORK_COUNTS=0`` turns that off, ``$RLPACE_BENCH_WORK_COUNTS_SKIP=torchrl``
 leaves out the cases whose ``impl`` is ``torchrl``).
 In a duet (``$RLPACE_BENCH_DUET_SYNC``, set by ``rlpace-bench``'s runner), a
-wall-clock case is timed once the run on the other core is ready to time it too
+case on the host is timed once the run on the other core is ready to time it too
 (:mod:`rlpace.bench.duet_sync`).
 """
 
@@ -34,7 +39,15 @@ import os
 import pytest
 
 from rlpace.bench.duet_sync import DUET_SYNC_ENV, DuetSync
-from rlpace.bench.suite import WALL_ROUNDS_ENV, SkipCase, clock_of, parse_wall_rounds, size_rounds
+from rlpace.bench.suite import (
+    PASS_ENV,
+    PASSES,
+    WALL_ROUNDS_ENV,
+    SkipCase,
+    clock_of,
+    parse_wall_rounds,
+    size_rounds,
+)
 from rlpace.bench.work_counts.measure import (
     CALLS,
     ENV,
@@ -66,6 +79,14 @@ def pytest_addoption(parser):
         default=None,
         help="time only the cases on this clock and skip the others (default: "
         "$RLPACE_BENCH_TIMER, unset: every case)",
+    )
+    group.addoption(
+        "--rlpace-pass",
+        choices=tuple(PASSES),
+        default=None,
+        help="run only the cases of this pass of rlpace-bench pr and skip the others "
+        "(counted: the CPU-clock cases the count tier judges; timed: the rest; default: "
+        "$RLPACE_BENCH_PASS, unset: by --rlpace-timer)",
     )
 
 
@@ -156,17 +177,29 @@ def pytest_collection_modifyitems(config, items):
         raise pytest.UsageError(
             f"RLPACE_BENCH_TIMER: expected cpu or wall, got {only!r}; unset it or fix the value"
         )
+    in_pass = config.getoption("--rlpace-pass") or os.environ.get(PASS_ENV) or None
+    if in_pass not in (None, *PASSES):
+        raise pytest.UsageError(
+            f"{PASS_ENV}: expected {' or '.join(PASSES)}, got {in_pass!r}; "
+            "unset it or fix the value"
+        )
     for item in keep:  # GPU-set items carry the `gpu` marker, so `-m gpu` selects them too
         callspec = getattr(item, "callspec", None)
         if callspec is not None and callspec.params.get("device") == "cuda":
             item.add_marker(pytest.mark.gpu)
         c = _case_of(getattr(item, "obj", None))
-        if only is not None and c is not None:
-            params = dict(callspec.params) if callspec is not None else {}
-            timer = c.timer_for(**{k: v for k, v in params.items() if k in c.param_names})
-            if timer != only:
-                # skipped, not deselected: a pass with nothing on its clock still runs
-                item.add_marker(pytest.mark.skip(reason=f"timed in the {timer}-clock pass"))
+        if c is None or (only is None and in_pass is None):
+            continue
+        params = dict(callspec.params) if callspec is not None else {}
+        own = {k: v for k, v in params.items() if k in c.param_names}
+        # skipped, not deselected: a pass with nothing in it still runs
+        if in_pass is not None:  # the pass decides, whatever the clock
+            if c.pass_for(**own) != in_pass:
+                item.add_marker(pytest.mark.skip(reason=f"run in the {c.pass_for(**own)} pass"))
+        elif c.timer_for(**own) != only:
+            item.add_marker(
+                pytest.mark.skip(reason=f"timed in the {c.timer_for(**own)}-clock pass")
+            )
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
@@ -195,6 +228,7 @@ def pytest_pyfunc_call(pyfuncitem):
         benchmark.extra_info["unit"] = timed.unit
     timer = c.timer_for(**params)
     benchmark.extra_info["timer"] = timer
+    benchmark.extra_info["pass"] = c.pass_for(**params)
     config = pyfuncitem.config
     count = config.rlpace_work_counts and params.get("impl") not in config.rlpace_work_counts_skip
     if timer != "wall":
@@ -203,23 +237,29 @@ def pytest_pyfunc_call(pyfuncitem):
         if params.get("device") == "cuda":
             _time_on_cuda(benchmark, timed.fn, count)
         elif timer == "wall":
-            _time_on_wall_clock(benchmark, timed.fn, config, count, pyfuncitem.nodeid)
-        else:
+            _time_sized(benchmark, timed.fn, config, count, pyfuncitem.nodeid)
+        elif c.count_decision(**params) is not None:
+            # on the CPU clock, judged on its time (declared out of the count tier):
+            # rounds as a wall-clock case gets them, its work counted in fewer calls
+            _time_sized(benchmark, timed.fn, config, count, pyfuncitem.nodeid, DECLARED_OUT_CALLS)
+        else:  # counted: its counts judge it, its time is shown
+            _meet(benchmark, config, pyfuncitem.nodeid)  # before pytest-benchmark's warm-up
             benchmark(timed.fn)
-            if c.count_decision(**params) is not None:  # timed, not counted: its work is
-                _count_declared_out(benchmark, timed.fn, count)
     finally:
         if timed.teardown is not None:
             timed.teardown()
     return True
 
 
-def _time_on_wall_clock(benchmark, fn, config, count, nodeid):
+def _time_sized(benchmark, fn, config, count, nodeid, calls=CALLS):
     """Rounds sized from the mean cost of a window of calls (see ``size_rounds``), at
     least ``$RLPACE_BENCH_WALL_ROUNDS``'s floor of them; in a duet
     (``$RLPACE_BENCH_DUET_SYNC``), warmed up, sized and timed once the other side is
     ready to do so too (:mod:`rlpace.bench.duet_sync`; the seconds waited go to
-    ``extra_info["duet_wait_s"]``).
+    ``extra_info["duet_wait_s"]``); then its work counted in ``calls`` calls. Every
+    case judged on its time is timed so: on the wall clock, or on the CPU clock when
+    declared out of the count tier (a SAC batch, 108-136 ms a call, got pytest-benchmark's
+    five rounds, and a trainer's start-up spread 5-20 % between its rounds).
 
     pytest-benchmark sizes rounds from its fastest calibration call; for a case whose
     calls collect work other processes or threads did ahead (an async collector's
@@ -229,13 +269,9 @@ def _time_on_wall_clock(benchmark, fn, config, count, nodeid):
     if benchmark.disabled:  # --benchmark-disable: the one plain call benchmark(fn) makes
         benchmark(fn)
         return
-    if config.rlpace_duet_sync is not None:
-        # before the warm-up: work that threads or processes queue while this side
-        # waits (an async collector's batches) is drained before the timed rounds
-        met = config.rlpace_duet_sync.arrive(nodeid)
-        benchmark.extra_info["duet_wait_s"] = round(met.waited, 4)
-        if met.how != "together":
-            benchmark.extra_info["duet_sync"] = met.how
+    # before the warm-up: work that threads or processes queue while this side waits
+    # (an async collector's batches) is drained before the timed rounds
+    _meet(benchmark, config, nodeid)
     if config.getoption("benchmark_warmup"):
         for _ in range(config.getoption("benchmark_warmup_iterations")):
             fn()
@@ -248,7 +284,18 @@ def _time_on_wall_clock(benchmark, fn, config, count, nodeid):
     )
     benchmark.pedantic(fn, rounds=rounds, iterations=iterations)
     if count:  # CPU work: never initialize CUDA in this process
-        benchmark.extra_info[EXTRA_INFO_KEY] = _work_counts(fn, cuda=False)
+        benchmark.extra_info[EXTRA_INFO_KEY] = _work_counts(fn, cuda=False, calls=calls)
+
+
+def _meet(benchmark, config, nodeid):
+    """In a duet, wait until the other side is ready to time this case too; the seconds
+    waited go to ``extra_info["duet_wait_s"]``, a meeting that failed to ``["duet_sync"]``."""
+    if config.rlpace_duet_sync is None or benchmark.disabled:
+        return
+    met = config.rlpace_duet_sync.arrive(nodeid)
+    benchmark.extra_info["duet_wait_s"] = round(met.waited, 4)
+    if met.how != "together":
+        benchmark.extra_info["duet_sync"] = met.how
 
 
 def _use_clock(benchmark, clock):
@@ -283,19 +330,10 @@ def _time_on_cuda(benchmark, fn, count):
         benchmark.extra_info[EXTRA_INFO_KEY] = _work_counts(fn)
 
 
-def _count_declared_out(benchmark, fn, count):
-    """A CPU-clock case the count tier does not claim (``torch.compile``, the cases too
-    slow under Valgrind) has its work counted instead, on the CPU alone and in
-    :data:`DECLARED_OUT_CALLS` calls (3 in 4 make a typical call): each call costs up
-    to a fifth of a second."""
-    if not benchmark.disabled and count:
-        benchmark.extra_info[EXTRA_INFO_KEY] = _work_counts(
-            fn, cuda=False, calls=DECLARED_OUT_CALLS
-        )
-
-
 DECLARED_OUT_CALLS = 4
-"""Calls counted for a CPU-clock case the count tier leaves out."""
+"""Calls counted for a CPU-clock case the count tier does not claim (``torch.compile``,
+the cases too slow under Valgrind), whose work is counted instead, on the CPU alone (3
+in 4 make a typical call): each call costs up to a fifth of a second."""
 
 
 def _work_counts(fn, cuda=None, calls=CALLS):

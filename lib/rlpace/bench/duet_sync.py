@@ -1,4 +1,4 @@
-"""The two runs of a duet start timing each wall-clock case together.
+"""The two runs of a duet start timing each case together.
 
 A duet runs base and head at the same time, one per core, so that load which comes
 and goes hits both alike and their ratio keeps little of it. That holds only while
@@ -6,7 +6,8 @@ both time the *same* case: two runs that started together still drift apart (one
 side's setup, warm-up or work count takes longer), and a case timed next to another
 neighbour (a shared-buffer writer beside a collector's start-up, say) meets other
 cache and memory traffic than its twin. So each side of a duet waits, just before it
-times a wall-clock case, until the other side is ready to time it too.
+warms up and times a case (on the wall clock or the CPU clock), until the other side
+is ready to time it too.
 
 The rendezvous is a directory both runs share (:data:`DUET_SYNC_ENV` names it and
 this run's side, ``a`` or ``b``). Each side appends to its own log: ``case <id>`` for

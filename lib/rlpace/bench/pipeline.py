@@ -7,13 +7,15 @@ Steps, for each benchmark set:
    :func:`prepare_base_python`);
 2. for the CPU set, count the single-process cases of both sides under Callgrind,
    side by side (:func:`rlpace.bench.counts.tier.run_count_tier`; ``counts``), then
-   time the cases on the CPU clock once a side, base and head at once on a core each
-   (a duet: their counts judge the counted ones);
+   time the counted cases on the CPU clock once a side, base and head at once on a
+   core each (a duet, for display: their counts judge them; the suite's ``counted``
+   pass, :data:`rlpace.bench.suite.PASSES`);
 3. run the set ``repeats`` times per side, interleaved base/head then head/base
    (:func:`rlpace.bench.runner.abba_schedule`), each run a fresh pytest process
    through :func:`rlpace.bench.runner.run` with its side's environment, so drift of
-   the machine hits both sides alike; with counts, its wall-clock cases instead run
-   ``2 × repeats`` duets (base and head at once, a core each, judged pair by pair:
+   the machine hits both sides alike; with counts, the cases judged on their time
+   (the suite's ``timed`` pass: the wall-clock cases and the CPU-clock ones declared
+   out of the count tier, each on its own clock) instead run ``2 × repeats`` duets (base and head at once, a core each, judged pair by pair:
    a pair costs one run's time and cancels the load both met), and a case whose A/A
    pair spread (the duet calibration) needs more pairs to detect a 5 % slow-down
    (``detect_pct``; else 10 %) gets extra duets of its own, up to ``max_pairs`` in all;
@@ -78,6 +80,7 @@ from rlpace.bench.runner import (
     stop_runs,
     suite_present,
 )
+from rlpace.bench.suite import PASS_ENV
 from rlpace.bench.thresholds import PAIRED_THRESHOLD
 from rlpace.bench.work_counts.measure import counting_environ
 
@@ -135,7 +138,7 @@ class PipelineConfig:
     threshold: float = 5.0
     """Percent change below which a significant difference is still called noise."""
     paired_threshold: float = PAIRED_THRESHOLD
-    """The same for a wall-clock case judged pair by pair (its duets), whose pairs
+    """The same for a timed case judged pair by pair (its duets), whose pairs
     cancel the load both sides met (:attr:`rlpace.bench.judge.Judge.paired_threshold`)."""
     alpha: float = 0.05
     """False-discovery rate of the comparator's tests."""
@@ -144,7 +147,7 @@ class PipelineConfig:
     duets_file: Path | None = None
     """A duet calibration from ``rlpace-bench aa --duets`` (default: the checked-in
     ``<set>-duets.json`` beside the calibrations, when it exists): the pair spreads the
-    wall-clock cases' paired tests borrow."""
+    timed cases' paired tests borrow."""
     base_env: str = "auto"
     """How the base gets its Python: ``auto`` (``overlay`` when its pinned
     requirements equal the head's, else ``full``), ``overlay``, ``full`` or
@@ -164,8 +167,9 @@ class PipelineConfig:
     ran slow (a burst of load, the rare slow start of a multi-process case) flags
     benchmarks in a two-run comparison; it does not repeat in fresh processes."""
     max_pairs: int = 10
-    """Most duets a wall-clock case gets in all. With the count tier on, every
-    wall-clock case gets ``2 × repeats`` duets, the torchrl twins (negative controls)
+    """Most duets a timed case gets in all. With the count tier on, every case of the
+    timed pass (the wall-clock cases and the CPU-clock ones declared out of the count
+    tier) gets ``2 × repeats`` duets, the torchrl twins (negative controls)
     only the first ``repeats`` of them; with a duet calibration at hand, a case (not a
     twin) whose A/A pair spread needs more pairs than that to detect the first
     :attr:`detect_pct` slow-down it can within ``max_pairs`` gets as many as it needs;
@@ -177,9 +181,9 @@ class PipelineConfig:
     counts: bool = True
     """Count the CPU set's single-process cases under Callgrind first, base and head
     side by side (:mod:`rlpace.bench.counts`): a count regression is flagged whatever
-    the clock says, and every case on the CPU clock is then timed once a side, base
-    and head at once (for display where counts judge), which pays for the counting;
-    the wall-clock cases keep every repeat. Without Valgrind the comment says so and
+    the clock says, and every counted case on the CPU clock is then timed once a side,
+    base and head at once (for display), which pays for the counting; the cases judged
+    on their time keep every repeat, as duets. Without Valgrind the comment says so and
     timing alone judges, every case every repeat."""
 
     def __post_init__(self) -> None:
@@ -309,7 +313,7 @@ def run_interleaved(
             the counts of the first runs only, so later stages need none).
         count_controls: count the torchrl twins' work too. Leave it False when both
             sides run the same packages: a PR cannot change the twins' work then.
-        duet_sync: in a duet, both runs start timing each wall-clock case together
+        duet_sync: in a duet, both runs start timing each case together
             (:mod:`rlpace.bench.duet_sync`) when both trees' suite plugins take part
             (a base from before it does not); False lets them drift apart (a
             measurement of what the rendezvous buys).
@@ -385,7 +389,7 @@ def _outcomes(
 ) -> Iterator[tuple[int, str, RunOutcome]]:
     """``(k, side, outcome)`` of each run, in schedule order: ABBA one at a time, or as a
     duet both sides of a repeat at once, each on a CPU of its own (when there are two),
-    meeting before each wall-clock case in a directory of their own under ``meet_in``
+    meeting before each case in a directory of their own under ``meet_in``
     (None: they do not meet)."""
     if not duet:
         for k, side in abba_schedule(repeats):
@@ -562,7 +566,7 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
         if progress is not None and count_tier is not None:
             progress.counts_finished(set_name, count_tier)
         split = count_tier is not None and count_tier.unavailable is None
-        # with the count tier on, the wall-clock cases run as duets and are judged pair
+        # with the count tier on, the timed cases run as duets and are judged pair
         # by pair; a pair costs one run's time, so they get twice the runs a side
         wall_repeats = 2 * config.effective_repeats if split else config.effective_repeats
         # the negative controls (torchrl twins) run in the first half of the duets only:
@@ -581,7 +585,7 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
                 repeats=1,
                 settings=config.effective_settings,
                 keyword=config.effective_keyword,
-                environ=_on_clock_env(environ, "cpu"),
+                environ=_pass_env(environ, "counted"),
                 on_run=None if progress is None else progress.run_finished,
                 duet=True,
                 count_controls=not judge.same_packages,
@@ -593,7 +597,7 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
             repeats=first_pairs,
             settings=config.effective_settings,
             keyword=config.effective_keyword,
-            environ=_on_clock_env(environ, "wall") if split else environ,
+            environ=_pass_env(environ, "timed") if split else environ,
             on_run=None if progress is None else progress.run_finished,
             duet=split,
             # a base with packages of its own may run another torchrl: count the twins
@@ -613,7 +617,7 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
             for i, (pairs, names) in enumerate(stages, start=1):
                 stage_runs = _again(
                     set_name, sides, cache, config, progress, f"extend-{i}", list(names),
-                    pairs, _on_clock_env(environ, "wall"), duet=True,
+                    pairs, _pass_env(environ, "timed"), duet=True,
                 )  # fmt: skip
                 extension.append((stage_runs, names))
         wall = {
@@ -730,7 +734,7 @@ def _extension_stages(
 ) -> list[tuple[int, tuple[str, ...]]]:
     """``(pairs, fullnames)`` stages of duets after the ``first`` ones, in order.
 
-    Every wall-clock case but the torchrl twins (the negative controls) gets ``pairs``
+    Every case of the timed pass but the torchrl twins (the negative controls) gets ``pairs``
     duets in all; one whose A/A pair spread in ``duets`` needs more to detect the first
     of ``config.detect_pct`` it can within ``config.max_pairs`` (judged at
     ``config.paired_threshold``) gets as many as it needs. A stage runs the
@@ -745,7 +749,7 @@ def _extension_stages(
 
     if not runs.head:
         return []
-    frame = _rows_on_clock(load_results(runs.head[0]), "wall")
+    frame = _rows_of_pass(load_results(runs.head[0]), "timed")
     if duets is not None:  # the detectable changes of the threshold these pairs are judged at
         duets = replace(duets, threshold=config.paired_threshold)
     need: dict[str, int] = {}
@@ -768,36 +772,56 @@ def _extension_stages(
     return stages
 
 
-def _on_clock_env(
-    environ: Mapping[str, Mapping[str, str]], timer: str
+_PASS_CLOCK = {"counted": "cpu", "timed": "wall"}
+"""The clock a suite from before passes (``RLPACE_BENCH_PASS``) follows for each pass."""
+
+
+def _pass_env(
+    environ: Mapping[str, Mapping[str, str]], pass_name: str
 ) -> dict[str, dict[str, str]]:
-    """Each side's environment with the suite told to time only ``timer``'s cases."""
-    return {side: {**env, TIMER_VARIABLE: timer} for side, env in environ.items()}
+    """Each side's environment with the suite told to run only ``pass_name``'s cases
+    (:data:`rlpace.bench.suite.PASSES`); a suite from before passes reads the clock
+    beside it and runs that clock's cases."""
+    told = {PASS_ENV: pass_name, TIMER_VARIABLE: _PASS_CLOCK[pass_name]}
+    return {side: {**env, **told} for side, env in environ.items()}
 
 
 def _side_results(main: Sequence[Path], clock: Sequence[Path] | None):
-    """One side's results, runs merged: with a CPU-clock pass (``clock``), its rows on
-    the CPU clock and the main runs' rows on the wall clock (a base whose suite cannot
-    skip by clock timed everything in both; each row is kept from its own pass only).
-    None when no run holds any row."""
+    """One side's results, runs merged: with a counted pass (``clock``: the CPU-clock
+    cases the count tier judges, timed once a side), its rows and the main runs' rows of
+    the timed pass (a base whose suite cannot skip by pass or clock ran everything in
+    both; each row is kept from its own pass only). None when no run holds any row."""
     from rlpace.bench.results import load_results, merge_runs
 
     frames = []
-    for paths, keep in ((clock or (), "cpu"), (main, "wall" if clock is not None else None)):
+    for paths, keep in ((clock or (), "counted"), (main, "timed" if clock is not None else None)):
         for path in paths:
             frame = load_results(path)
             if keep is not None:
-                frame = _rows_on_clock(frame, keep)
+                frame = _rows_of_pass(frame, keep)
             if len(frame):
                 frames.append(frame)
     return merge_runs(frames) if frames else None
 
 
-def _rows_on_clock(frame, timer: str):
-    """The rows of ``frame`` timed on ``timer`` (a row that does not say is on the wall
-    clock, the suite's default)."""
-    clocks = [(extra or {}).get("timer", "wall") for extra in frame["extra_info"]]
-    kept = frame[[c == timer for c in clocks]].reset_index(drop=True)
+def _rows_of_pass(frame, pass_name: str):
+    """The rows of ``frame`` that belong to ``pass_name`` (``extra_info["pass"]``; a row
+    from a suite before passes goes by its clock, :data:`_PASS_CLOCK`, and a row that
+    names neither is on the wall clock, the suite's default).
+
+    Example:
+        >>> import pandas as pd
+        >>> frame = pd.DataFrame({"name": ["a", "b", "c"], "extra_info": [
+        ...     {"timer": "cpu", "pass": "timed"}, {"timer": "cpu"}, {}]})
+        >>> list(_rows_of_pass(frame, "timed")["name"]), list(_rows_of_pass(frame, "counted")["name"])
+        (['a', 'c'], ['b'])
+    """
+    clock = {c: p for p, c in _PASS_CLOCK.items()}
+    passes = [
+        (extra or {}).get("pass") or clock[(extra or {}).get("timer", "wall")]
+        for extra in frame["extra_info"]
+    ]
+    kept = frame[[p == pass_name for p in passes]].reset_index(drop=True)
     kept.attrs = dict(frame.attrs)
     return kept
 
@@ -938,7 +962,7 @@ def _write_reports(
         str(noise_file) if noise_file and noise_file.is_file() else None
     )
     data["pipeline"]["environment_differences"] = list(environment_differences)
-    # the wall-clock runs (and a confirmation) as duets, judged pair by pair
+    # the timed pass's runs (and a confirmation) as duets, judged pair by pair
     data["pipeline"]["paired"] = paired
     if paired:
         data["pipeline"]["order"] = _duet_order(runs)
@@ -956,7 +980,7 @@ def _write_reports(
         {"repeats": r.repeats, "benchmarks": list(names), "order": _duet_order(r)}
         for r, names in extension
     ]
-    # the CPU-clock pass: one duet a side of the cases on the CPU clock (count tier on)
+    # the counted pass: one duet a side of the counted cases, on the CPU clock (count tier on)
     data["pipeline"]["cpu_clock"] = (
         None
         if clock_runs is None
@@ -1101,7 +1125,7 @@ class ProgressSink:
         """``runs`` fresh processes re-run the ``benchmarks`` the first ones flagged."""
 
     def extend_started(self, set_name: str, benchmarks: int, runs: int) -> None:
-        """``runs`` fresh processes give ``benchmarks`` wall-clock cases extra duets."""
+        """``runs`` fresh processes give ``benchmarks`` timed cases extra duets."""
 
     def run_finished(self, repeat: int, side: str, outcome: RunOutcome) -> None:
         """One run ended."""

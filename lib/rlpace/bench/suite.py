@@ -39,6 +39,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
+    "PASSES",
+    "PASS_ENV",
     "SLOWDOWN_ENV",
     "TIMERS",
     "WALL_ROUNDS_ENV",
@@ -69,6 +71,19 @@ SLOWDOWN_ENV = "RLPACE_BENCH_SLOWDOWN"
 #: fewer do (``rlpace-bench run`` sets it from ``RunSettings.wall_rounds`` and
 #: ``wall_time``; unset: ``max_time`` alone sizes the rounds, as before).
 WALL_ROUNDS_ENV = "RLPACE_BENCH_WALL_ROUNDS"
+
+#: Environment variable naming the one pass of ``rlpace-bench pr`` a suite run makes
+#: (see :data:`PASSES` and :meth:`Case.pass_for`): the other pass's cases are skipped.
+#: It supersedes ``RLPACE_BENCH_TIMER``, which the runner sets beside it for suites
+#: from before passes (they then follow the clock alone).
+PASS_ENV = "RLPACE_BENCH_PASS"
+
+PASSES: dict[str, str] = {
+    "counted": "the CPU-clock cases the count tier claims: timed once a side, for display",
+    "timed": "the cases judged on their time: the wall-clock ones and the CPU-clock ones "
+    "the count tier leaves out, timed in duets pair by pair",
+}
+"""The passes of ``rlpace-bench pr`` with the count tier on, and what each runs."""
 
 
 class SkipCase(Exception):  # noqa: N818 - reads as a statement: "skip case: <reason>"
@@ -224,6 +239,25 @@ class Case:
         if not declared:
             return "declared: timed on the wall clock or count=False (workers, threads or waits)"
         return None
+
+    def pass_for(self, **params: Any) -> str:
+        """The pass of ``rlpace-bench pr`` that times one combination (:data:`PASSES`):
+        ``"counted"`` when the count tier claims it (its counts judge it; its time is
+        shown), ``"timed"`` when its time is the judge (the wall clock, a GPU, or a
+        CPU-clock case declared out of the count tier, such as ``torch.compile``).
+
+        Example:
+            >>> def only_eager(mode):
+            ...     return mode == "eager" or "compiled kernels are not countable"
+            >>> c = Case("test_x", lambda mode: None, {"mode": ["eager", "compile"]},
+            ...          timer="cpu", count=only_eager)
+            >>> c.pass_for(mode="eager"), c.pass_for(mode="compile")
+            ('counted', 'timed')
+            >>> Case("test_y", lambda: None, {}).pass_for()
+            'timed'
+        """
+        counted = self.timer_for(**params) == "cpu" and self.count_decision(**params) is None
+        return "counted" if counted else "timed"
 
     @property
     def param_names(self) -> tuple[str, ...]:
