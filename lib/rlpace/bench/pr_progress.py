@@ -58,7 +58,7 @@ class RichProgress(ProgressSink):
         self.console.print(
             f"base {base.ref} = {base.short} in {base.tree} ({base.env_mode} environment); "
             f"{config.effective_repeats} runs per side, ABBA (with the count tier on, the "
-            f"wall-clock cases run {2 * config.effective_repeats} duets instead, the torchrl "
+            f"timed cases run {2 * config.effective_repeats} duets instead, the torchrl "
             f"twins {config.effective_repeats})"
         )
 
@@ -103,7 +103,7 @@ class RichProgress(ProgressSink):
         self.task = self.progress.add_task(f"{set_name} set, confirming {flagged}", total=runs)
 
     def extend_started(self, set_name: str, benchmarks: int, runs: int) -> None:
-        cases = f"{benchmarks} wall-clock case{'s' if benchmarks != 1 else ''}"
+        cases = f"{benchmarks} timed case{'s' if benchmarks != 1 else ''}"
         self.task = self.progress.add_task(f"{set_name} set, more duets of {cases}", total=runs)
 
     def run_finished(self, repeat: int, side: str, outcome: RunOutcome) -> None:

@@ -116,7 +116,9 @@ class RunSettings:
     8-10 %; five rounds of 50-100 ms left a run's median about 5 % uncertain, most of
     their process-to-process spread, so a duet's pairs spread 5-8 % where 18 rounds
     spread about 3 % (A/A duets, 2026-12-05). It applies to cases whose rounds
-    ``max_time`` sizes under ``wall_rounds``; the others already have more."""
+    ``max_time`` sizes under ``wall_rounds``; the others already have more. The
+    CPU-clock cases declared out of the count tier, judged on their time as well, get
+    the same floor (a SAC batch of ~108 ms had five rounds)."""
     wall_time: float = 1.0
     """Most seconds of rounds that :attr:`wall_rounds` may make a wall-clock case take."""
 

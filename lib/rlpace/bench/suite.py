@@ -66,8 +66,9 @@ DEVICE_OF_SET = {"cpu": "cpu", "gpu": "cuda"}
 #: to measure detection power and by the pipeline's own tests.
 SLOWDOWN_ENV = "RLPACE_BENCH_SLOWDOWN"
 
-#: Environment variable with the wall-clock cases' rounds floor, ``ROUNDS:SECONDS``:
-#: such a case takes at least ``ROUNDS`` rounds, as many as fit in ``SECONDS`` when
+#: Environment variable with the timed cases' rounds floor, ``ROUNDS:SECONDS`` (the
+#: wall-clock cases and the CPU-clock ones declared out of the count tier): such a
+#: case takes at least ``ROUNDS`` rounds, as many as fit in ``SECONDS`` when
 #: fewer do (``rlpace-bench run`` sets it from ``RunSettings.wall_rounds`` and
 #: ``wall_time``; unset: ``max_time`` alone sizes the rounds, as before).
 WALL_ROUNDS_ENV = "RLPACE_BENCH_WALL_ROUNDS"

@@ -107,7 +107,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="the runs were duets (head run k and base run k at the same time, one per "
         "core; give both sides' files in the same order): judge each benchmark pair by "
-        "pair, as `pr` judges its wall-clock cases when the count tier is on",
+        "pair, as `pr` judges its timed cases when the count tier is on",
     )
     parser.add_argument(
         "--duets",
@@ -280,7 +280,7 @@ def compare_files(
     if duets is not None and not paired:
         raise BenchInputError(
             "--duets: expected duet runs judged pair by pair, got files without --paired; "
-            "fix: add --paired (the files must be duets, as pr's wall-clock runs are) or "
+            "fix: add --paired (the files must be duets, as pr's timed runs are) or "
             "drop --duets"
         )
     judge = Judge.from_calibration(

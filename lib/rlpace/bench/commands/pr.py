@@ -46,7 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--max-pairs",
         type=int,
         default=10,
-        help="most duets a wall-clock case gets: one whose A/A pair spread needs more "
+        help="most duets a timed case gets: one whose A/A pair spread needs more "
         "than 2 x repeats pairs to detect 5%% (else 10%%) gets as many as it needs up "
         "to this many (default 10; 0: none; the torchrl twins get the first repeats pairs)",
     )
@@ -69,7 +69,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--paired-threshold",
         type=float,
         default=PAIRED_THRESHOLD,
-        help="effect threshold in %% of the wall-clock cases judged pair by pair (their "
+        help="effect threshold in %% of the timed cases judged pair by pair (their "
         f"duets; default {PAIRED_THRESHOLD:g})",
     )
     parser.add_argument("--alpha", type=float, default=0.05, help="false discovery rate")
@@ -83,7 +83,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--duets",
         default=None,
         help="duet calibration from `rlpace-bench aa --duets N`: the pair spreads the "
-        "wall-clock cases' paired tests borrow (default: reports/calibration/<set>-duets.json "
+        "timed cases' paired tests borrow (default: reports/calibration/<set>-duets.json "
         "when it exists)",
     )
     parser.add_argument(

@@ -52,7 +52,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--wall-rounds",
         type=int,
         default=_DEFAULTS.wall_rounds,
-        help="rounds a wall-clock case takes at least, as many as fit in "
+        help="rounds a timed case (wall clock, or CPU clock declared out of the count "
+        "tier) takes at least, as many as fit in "
         f"{_DEFAULTS.wall_time:g} s (0: max-time alone sizes them; default %(default)s)",
     )
     parser.add_argument(
