@@ -477,7 +477,9 @@ def test_with_counts_on_wall_clock_cases_run_as_duets_judged_pair_by_pair(
     # the confirmation: twice confirm's runs, as duets (a pair costs one run's time)
     assert data["pipeline"]["confirmation"]["order"] == pairs
     comment = (tiny_repo / "reports" / "pr" / "cpu.md").read_text()
-    assert "Wall-clock benchmarks ran as 4 duets (base and head at the same time" in comment
+    assert (
+        "Benchmarks judged on their time ran as 4 duets (base and head at the same time" in comment
+    )
     assert "1 benchmark whose A/A pairs spread wider got 2 more duets, to see" in comment
     assert "4 more runs a side, as duets, judged pair by pair; it was flagged again" in comment
     assert "weighed with the spread of its pairs in 12 A/A duets" in comment

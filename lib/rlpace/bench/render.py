@@ -537,7 +537,7 @@ def paired_text(comparison: Comparison) -> str:
 
     Example:
         >>> print(paired_text(Comparison(rows=(), paired=4)))
-        Wall-clock benchmarks ran as 4 duets (base and head at the same time, a core each) and were judged pair by pair: the load both sides met cancels in each pair, and a change must beat the pairs' own spread.
+        Benchmarks judged on their time ran as 4 duets (base and head at the same time, a core each) and were judged pair by pair: the load both sides met cancels in each pair, and a change must beat the pairs' own spread.
         >>> rows = tuple(BenchmarkChange(f"t::{n}", n, Verdict.UNCHANGED, method="paired", head_runs=k)
         ...              for n, k in (("a", 4), ("b", 8), ("c", 4)))
         >>> print(paired_text(Comparison(rows=rows, paired=8)).split("spread. ")[1])
@@ -545,7 +545,7 @@ def paired_text(comparison: Comparison) -> str:
         >>> rows += (BenchmarkChange("t::d", "d", Verdict.UNCHANGED, method="paired",
         ...                          head_runs=2, impl="torchrl"),)
         >>> print(paired_text(Comparison(rows=rows, paired=8)).split(") and")[0])
-        Wall-clock benchmarks ran as 4 duets (base and head at the same time, a core each; the torchrl twins, negative controls, in the first 2
+        Benchmarks judged on their time ran as 4 duets (base and head at the same time, a core each; the torchrl twins, negative controls, in the first 2
         >>> print(paired_text(Comparison(rows=(), paired=4, duet_calibration={
         ...     "source": "reports/calibration/cpu-duets.json", "pairs": 16,
         ...     "created": "2026-12-02", "held_out_alarms": 0, "held_out_alarms_first": 5,
@@ -569,7 +569,7 @@ def paired_text(comparison: Comparison) -> str:
         else ""
     )
     text = (
-        f"Wall-clock benchmarks ran as {_plural(first, 'duet')} (base and head "
+        f"Benchmarks judged on their time ran as {_plural(first, 'duet')} (base and head "
         f"at the same time, a core each{fewer}) and were judged pair by pair: the load "
         "both sides met cancels in each pair, and a change must beat the pairs' own spread"
     )
