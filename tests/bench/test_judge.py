@@ -136,6 +136,32 @@ def test_the_confirmation_keeps_only_flags_fresh_runs_repeat(runs):
     assert kept.rows[6].verdict is Verdict.WORSENED and kept.rows[6].confirmed is None
 
 
+def test_a_flag_its_work_counts_decided_survives_a_confirmation_of_other_flags():
+    """A real change (a gradient-norm log in the SAC trainer) moved one case's work
+    counts and another case's time: the confirmation re-ran the timed flag alone, and
+    cleared the work-count flag "for want of a result". Exact counts are not put to
+    fresh runs; their flag stands whatever the confirmation of the others finds."""
+    from rlpace.bench.compare import BenchmarkChange, Comparison
+    from rlpace.bench.results import results_from_records
+
+    rows = (
+        BenchmarkChange("t::counted", "counted", Verdict.WORSENED, work_verdict="regression",
+                        median_change_pct=-1.8),
+        BenchmarkChange("t::timed", "timed", Verdict.WORSENED, work_verdict="same",
+                        median_change_pct=-2.5, method="paired"),
+        BenchmarkChange("t::calm", "calm", Verdict.UNCHANGED),
+    )  # fmt: skip
+    first = Comparison(rows=rows)
+    judge = Judge()
+    assert judge.to_confirm(first) == ["t::timed"]
+    fresh = results_from_records([{"fullname": "t::timed", "data": [1.0, 1.01, 0.99] * 5}])
+    for names in (None, ["t::timed"]):
+        out = {r.fullname: r for r in judge.confirm(first, fresh, fresh, names=names).rows}
+        assert out["t::counted"].verdict is Verdict.WORSENED  # kept, not "no result"
+        assert out["t::counted"] == rows[0]  # untouched: no "not confirmed" note
+        assert out["t::timed"].verdict is Verdict.UNCHANGED and out["t::timed"].confirmed is False
+
+
 def test_a_noise_model_scales_its_gates_to_the_runs_a_side_judged():
     model = NoiseModel(gates={"a": 0.1}, repeats=2, run_spreads={"a": (4.0, 3), "b": (1.0, 2)})
     assert model.gate_fractions(2) == {"a": 0.1}

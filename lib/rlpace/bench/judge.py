@@ -282,9 +282,10 @@ class Judge:
             variance_prior=first.variance_prior,
         )
         confirmed = confirm_verdicts(first, second, repeats=repeats)
-        if len(names) == len(flagged):
-            return confirmed
-        asked = set(names)  # flags left out keep their first verdict
+        # flags left out keep their first verdict: those outside ``names`` and those a
+        # moved work count decided (they are not in ``flagged``; the confirmation runs
+        # lack them, and confirm_verdicts would clear them for want of a result)
+        asked = set(names)
         rows = tuple(
             new if new.fullname in asked else old
             for old, new in zip(first.rows, confirmed.rows, strict=True)
