@@ -258,8 +258,9 @@ def _time_sized(benchmark, fn, config, count, nodeid, calls=CALLS):
     ready to do so too (:mod:`rlpace.bench.duet_sync`; the seconds waited go to
     ``extra_info["duet_wait_s"]``); then its work counted in ``calls`` calls. Every
     case judged on its time is timed so: on the wall clock, or on the CPU clock when
-    declared out of the count tier (a SAC batch, 108-136 ms a call, got pytest-benchmark's
-    five rounds, and a trainer's start-up spread 5-20 % between its rounds).
+    declared out of the count tier (a SAC batch, 108-136 ms a call, got
+    pytest-benchmark's five rounds, and a trainer's start-up spread 5-20 % between
+    its rounds).
 
     pytest-benchmark sizes rounds from its fastest calibration call; for a case whose
     calls collect work other processes or threads did ahead (an async collector's

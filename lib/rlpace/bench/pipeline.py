@@ -15,8 +15,9 @@ Steps, for each benchmark set:
    through :func:`rlpace.bench.runner.run` with its side's environment, so drift of
    the machine hits both sides alike; with counts, the cases judged on their time
    (the suite's ``timed`` pass: the wall-clock cases and the CPU-clock ones declared
-   out of the count tier, each on its own clock) instead run ``2 × repeats`` duets (base and head at once, a core each, judged pair by pair:
-   a pair costs one run's time and cancels the load both met), and a case whose A/A
+   out of the count tier, each on its own clock) instead run ``2 × repeats`` duets
+   (base and head at once, a core each, judged pair by pair: a pair costs one run's
+   time and cancels the load both met), and a case whose A/A
    pair spread (the duet calibration) needs more pairs to detect a 5 % slow-down
    (``detect_pct``; else 10 %) gets extra duets of its own, up to ``max_pairs`` in all;
 4. merge the samples per side and hand them to the set's
@@ -734,8 +735,8 @@ def _extension_stages(
 ) -> list[tuple[int, tuple[str, ...]]]:
     """``(pairs, fullnames)`` stages of duets after the ``first`` ones, in order.
 
-    Every case of the timed pass but the torchrl twins (the negative controls) gets ``pairs``
-    duets in all; one whose A/A pair spread in ``duets`` needs more to detect the first
+    Every case of the timed pass but the torchrl twins (the negative controls) gets
+    ``pairs`` duets in all; one whose A/A pair spread in ``duets`` needs more to detect the first
     of ``config.detect_pct`` it can within ``config.max_pairs`` (judged at
     ``config.paired_threshold``) gets as many as it needs. A stage runs the
     cases that still need pairs, as many pairs as the least needy of them lacks.
@@ -807,18 +808,18 @@ def _side_results(main: Sequence[Path], clock: Sequence[Path] | None):
 def _rows_of_pass(frame, pass_name: str):
     """The rows of ``frame`` that belong to ``pass_name`` (``extra_info["pass"]``; a row
     from a suite before passes goes by its clock, :data:`_PASS_CLOCK`, and a row that
-    names neither is on the wall clock, the suite's default).
+    names neither, or a clock of no pass, is on the wall clock, the suite's default).
 
     Example:
         >>> import pandas as pd
-        >>> frame = pd.DataFrame({"name": ["a", "b", "c"], "extra_info": [
-        ...     {"timer": "cpu", "pass": "timed"}, {"timer": "cpu"}, {}]})
-        >>> list(_rows_of_pass(frame, "timed")["name"]), list(_rows_of_pass(frame, "counted")["name"])
-        (['a', 'c'], ['b'])
+        >>> frame = pd.DataFrame({"name": ["a", "b", "c", "d"], "extra_info": [
+        ...     {"timer": "cpu", "pass": "timed"}, {"timer": "cpu"}, {}, None]})
+        >>> [list(_rows_of_pass(frame, p)["name"]) for p in ("timed", "counted")]
+        [['a', 'c', 'd'], ['b']]
     """
     clock = {c: p for p, c in _PASS_CLOCK.items()}
     passes = [
-        (extra or {}).get("pass") or clock[(extra or {}).get("timer", "wall")]
+        (extra or {}).get("pass") or clock.get((extra or {}).get("timer"), "timed")
         for extra in frame["extra_info"]
     ]
     kept = frame[[p == pass_name for p in passes]].reset_index(drop=True)

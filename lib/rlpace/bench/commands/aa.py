@@ -82,7 +82,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="N",
         help="instead of the sequential pool: run N A/A duets of the set's timed cases "
-        "(wall clock, or CPU clock declared out of the count tier; both sides at once, a core each, as pr times them) and write "
+        "(wall clock, or CPU clock declared out of the count tier; both sides at once, "
+        "a core each, as pr times them) and write "
         "<out-dir>/<set>-duets.json, the pair spreads pr's paired tests borrow "
         "(--repeats: the pairs a pr run judges, default 4)",
     )
