@@ -194,8 +194,9 @@ def pytest_collection_modifyitems(config, items):
         own = {k: v for k, v in params.items() if k in c.param_names}
         # skipped, not deselected: a pass with nothing in it still runs
         if in_pass is not None:  # the pass decides, whatever the clock
-            if c.pass_for(**own) != in_pass:
-                item.add_marker(pytest.mark.skip(reason=f"run in the {c.pass_for(**own)} pass"))
+            runs_in = c.pass_for(**own)
+            if runs_in != in_pass:
+                item.add_marker(pytest.mark.skip(reason=f"run in the {runs_in} pass"))
         elif c.timer_for(**own) != only:
             item.add_marker(
                 pytest.mark.skip(reason=f"timed in the {c.timer_for(**own)}-clock pass")
@@ -228,7 +229,8 @@ def pytest_pyfunc_call(pyfuncitem):
         benchmark.extra_info["unit"] = timed.unit
     timer = c.timer_for(**params)
     benchmark.extra_info["timer"] = timer
-    benchmark.extra_info["pass"] = c.pass_for(**params)
+    judged_on_time = c.pass_for(**params) == "timed"
+    benchmark.extra_info["pass"] = "timed" if judged_on_time else "counted"
     config = pyfuncitem.config
     count = config.rlpace_work_counts and params.get("impl") not in config.rlpace_work_counts_skip
     if timer != "wall":
@@ -236,12 +238,10 @@ def pytest_pyfunc_call(pyfuncitem):
     try:
         if params.get("device") == "cuda":
             _time_on_cuda(benchmark, timed.fn, count)
-        elif timer == "wall":
-            _time_sized(benchmark, timed.fn, config, count, pyfuncitem.nodeid)
-        elif c.count_decision(**params) is not None:
-            # on the CPU clock, judged on its time (declared out of the count tier):
-            # rounds as a wall-clock case gets them, its work counted in fewer calls
-            _time_sized(benchmark, timed.fn, config, count, pyfuncitem.nodeid, DECLARED_OUT_CALLS)
+        elif judged_on_time:  # the wall clock, or the CPU clock declared out of the count
+            # tier: sized rounds either way; the latter's work counted in fewer calls
+            calls = CALLS if timer == "wall" else DECLARED_OUT_CALLS
+            _time_sized(benchmark, timed.fn, config, count, pyfuncitem.nodeid, calls)
         else:  # counted: its counts judge it, its time is shown
             _meet(benchmark, config, pyfuncitem.nodeid)  # before pytest-benchmark's warm-up
             benchmark(timed.fn)

@@ -147,7 +147,6 @@ def _duets(args: argparse.Namespace, settings: Any) -> int:
     from rlpace.bench.judge import Judge
     from rlpace.bench.pipeline import run_interleaved
     from rlpace.bench.results import load_results, merge_runs
-    from rlpace.bench.runner import TIMER_VARIABLE
     from rlpace.bench.suite import PASS_ENV
 
     if args.repeats < 2:
@@ -170,7 +169,7 @@ def _duets(args: argparse.Namespace, settings: Any) -> int:
         # this tree's lib first on both sides, the suite told to run the cases `pr`
         # judges on their time (its timed pass), as `pr` runs them
         path = os.pathsep.join(p for p in (str(repo / "lib"), os.environ.get("PYTHONPATH")) if p)
-        env = {"PYTHONPATH": path, PASS_ENV: "timed", TIMER_VARIABLE: "wall"}
+        env = {"PYTHONPATH": path, PASS_ENV: "timed"}  # this tree's suite knows passes
         print(
             f"running {args.duets} A/A duets of the {args.set_name} set's timed cases "
             "(the wall-clock ones and the CPU-clock ones the count tier leaves out)"
