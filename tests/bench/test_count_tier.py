@@ -61,17 +61,7 @@ needs_valgrind = pytest.mark.skipif(
     reason="valgrind or gcc is not installed: the count tier cannot run here",
 )
 
-SUITE = """
-import time
-
-from rlpace.bench.suite import Timed, case
-
-
-def _check(data):
-    for x in data:
-        if x < 0:
-            raise ValueError(x)
-
+LOOP_CASE = """
 
 @case(params={{"n": [3000]}}, timer="cpu")
 def test_loop(n):
@@ -85,7 +75,24 @@ def test_loop(n):
         return total
 
     return work
+"""
+"""A case whose call ``{extra}`` adds to (the head's real change)."""
 
+SUITE = (
+    """
+import time
+
+from rlpace.bench.suite import Timed, case
+
+
+def _check(data):
+    for x in data:
+        if x < 0:
+            raise ValueError(x)
+
+"""
+    + LOOP_CASE
+    + """
 
 @case(params={{"n": [500]}}, timer="cpu")
 def test_dict(n):
@@ -116,6 +123,7 @@ def test_sleep(ms):
 def test_wall(ms):
     return lambda: time.sleep(ms / 1000)
 """
+)
 
 
 def _tree(root: Path, extra: str) -> Path:
@@ -559,7 +567,8 @@ def test_when_counting_again_fails_the_first_verdicts_stand(monkeypatch, tmp_pat
     assert kept == changes and recounted == ()
 
 
-LEFT_BEHIND = """
+LEFT_BEHIND = (
+    """
 import os
 
 from rlpace.bench.suite import case
@@ -579,20 +588,9 @@ def test_b_then():
     data = list(range(3000))
     return lambda: sum(x * x for x in data) + sum(_left.get("extra", ()))
 
-
-@case(timer="cpu")
-def test_c_loop():
-    data = list(range(3000))
-
-    def work():
-        total = 0
-        for x in data:
-            total += x * x
-        {extra}
-        return total
-
-    return work
 """
+    + LOOP_CASE
+)
 
 
 @needs_valgrind
@@ -601,7 +599,7 @@ def test_a_change_left_by_an_earlier_case_is_dropped_and_a_real_one_kept(tmp_pat
     show. ``test_b_then`` pays for state an earlier case left behind on the head side
     only (as a buffer pays for the once-a-minute sweep its process's clock owes): its
     code is the same on both sides, and counted without the other cases it does not
-    move, so it is dropped. ``test_c_loop``'s head adds real work, which repeats."""
+    move, so it is dropped. ``test_loop``'s head adds real work, which repeats."""
     trees = {}
     for side, extra in (
         ("base", ""),
@@ -622,14 +620,14 @@ def test_a_change_left_by_an_earlier_case_is_dropped_and_a_real_one_kept(tmp_pat
     )
     assert tier.unavailable is None
     changes = {c.test_id: c for c in tier.changes}
-    assert set(tier.recounted) == {"test_b_then", "test_c_loop"}
+    assert set(tier.recounted) == {"test_b_then", "test_loop[3000]"}
     assert changes["test_b_then"].verdict == "same"
     first = float(re.search(r"other cases ([+-][\d.]+)%", changes["test_b_then"].reason)[1])
     assert first > 5  # it was flagged, well beyond any gate, before it was counted again
-    assert changes["test_c_loop"].verdict == "regression"
-    assert 0.03 < changes["test_c_loop"].instructions_change < 0.3
+    assert changes["test_loop[3000]"].verdict == "regression"
+    assert 0.03 < changes["test_loop[3000]"].instructions_change < 0.3
     assert changes["test_a_first"].verdict == "same"
-    assert [c for c in tier.changes if c.flagged] == [changes["test_c_loop"]]
+    assert [c for c in tier.changes if c.flagged] == [changes["test_loop[3000]"]]
 
 
 def test_missing_valgrind_falls_back_to_timing_with_a_plain_message(monkeypatch, tmp_path, capsys):
