@@ -233,6 +233,44 @@ def test_bad_duet_calibrations_and_options_are_refused_with_a_fix(tmp_path, caps
     assert "expected three or more A/A duets" in capsys.readouterr().err
 
 
+def test_aa_duets_from_pools_several_directories_as_pr_leaves_them(tmp_path, capsys):
+    """``pr`` leaves its duets in one directory a stage: the first with every timed case
+    and the twins, the extra ones with the cases that asked for more pairs. Pooled
+    from several A/A runs, each row's spread comes from the duets that timed it, and
+    the family is every row they timed but the controls."""
+    rng = np.random.default_rng(11)
+    dirs = []
+    for run in range(3):  # three A/A pr runs
+        first = tmp_path / f"run{run}" / "cpu"
+        _write_duets(first, rng, {**QUIET, **NOISY, **CONTROLS}, 2)
+        extra = tmp_path / f"run{run}" / "cpu-extend-1"
+        _write_duets(extra, rng, NOISY, 2)  # the wide rows asked for more pairs
+        dirs += [first, extra]
+    out = tmp_path / "cal"
+    args = ["aa", "--out-dir", str(out)] + [a for d in dirs for a in ("--duets-from", str(d))]
+    assert main(args) == 0
+    cal = read_duet_calibration(out / "cpu-duets.json")
+    assert cal.pairs == 12 and cal.family_size == 12
+    assert {n: k for n, (_, k) in cal.spreads.items()} == {
+        **{f"t.py::test_x[{n}]": 6 for n in {**QUIET, **CONTROLS}},
+        **{f"t.py::test_x[{n}]": 12 for n in NOISY},
+    }
+    assert cal.held_out_runs == 200
+    assert "12 A/A duets" in capsys.readouterr().out
+    # a directory without duets among several is named, not skipped
+    (tmp_path / "empty").mkdir()
+    assert main([*args, "--duets-from", str(tmp_path / "empty")]) == 2
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'empty'}: expected duets as head-<k>.json" in err and "Fix:" in err
+    # two directories of one duet each are still too few
+    few = [
+        _write_duets(tmp_path / f"few{k}", rng, QUIET, 1) and tmp_path / f"few{k}" for k in (0, 1)
+    ]
+    assert main(["aa", "--duets-from", str(few[0]), "--duets-from", str(few[1])]) == 2
+    err = capsys.readouterr().err
+    assert "2 directories: expected three or more duets" in err and "found 2" in err
+
+
 def test_held_out_splits_never_show_the_judge_its_own_pairs(tmp_path):
     """Each split: 4 pairs judged, 4 others for the confirmation, the prior from the
     remaining 8 only; which side of a pair is head is drawn at random."""

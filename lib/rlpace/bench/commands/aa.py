@@ -16,6 +16,7 @@ import functools
 import json
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -89,10 +90,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--duets-from",
+        action="append",
         default=None,
         metavar="DIR",
         help="build the duet calibration from the base-<k>.json / head-<k>.json files of "
-        "earlier duets in DIR instead of running them",
+        "earlier duets in DIR instead of running them; repeat it to pool several "
+        "directories, e.g. the duets A/A `pr` runs left in build/rlpace-bench/runs/<set> "
+        "and <set>-extend-<k> (each row's pairs are the duets that timed it)",
     )
 
 
@@ -157,7 +161,7 @@ def _duets(args: argparse.Namespace, settings: Any) -> int:
     # earlier runs need no repository (a relative --out-dir is then under the cwd)
     repo = Path.cwd() if args.duets_from is not None else repository_root(Path.cwd())
     if args.duets_from is not None:
-        runs_dir = Path(args.duets_from)
+        runs_dirs = [Path(d) for d in args.duets_from]
     else:
         if args.duets < 3:
             raise BenchInputError(
@@ -185,11 +189,17 @@ def _duets(args: argparse.Namespace, settings: Any) -> int:
             on_run=lambda k, side, _: print(f"  duet {k + 1}: {side} done", flush=True),
             duet=True,
         )
-    heads, bases = _duet_files(runs_dir)
-    first = load_results(heads[0])
-    family = sum(1 for impl in first["impl"] if impl != CONTROL_IMPL) or len(first)
-
+        runs_dirs = [runs_dir]
+    heads, bases = _duet_files(runs_dirs)
     load = functools.lru_cache(maxsize=None)(load_results)
+    # the rows a pr run judges pair by pair: every one the pooled duets timed
+    rows = {
+        name: impl
+        for frame in map(load, heads)
+        for name, impl in zip(frame["fullname"], frame["impl"], strict=True)
+    }
+    tested = {name for name, impl in rows.items() if impl != CONTROL_IMPL}
+    family = len(tested) or len(rows)
 
     def judge_split(split, prior) -> tuple[bool, bool]:
         judge = Judge.from_calibration(
@@ -231,7 +241,6 @@ def _duets(args: argparse.Namespace, settings: Any) -> int:
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(calibration.to_dict(), indent=1) + "\n", encoding="utf-8")
     tmp.replace(path)
-    tested = set(first.loc[first["impl"] != CONTROL_IMPL, "fullname"])
     judged = [n for n in calibration.spreads if n in tested]
     spreads = [calibration.spreads[n][0] for n in judged]
     detect = [d for d in (calibration.detectable_pct(n) for n in judged) if d == d]  # not NaN
@@ -259,11 +268,17 @@ def _duets(args: argparse.Namespace, settings: Any) -> int:
     return 0
 
 
-def _duet_files(runs_dir: Path) -> tuple[list[Path], list[Path]]:
-    """``head-<k>.json`` and ``base-<k>.json`` of ``runs_dir`` in ``k`` order, paired."""
+def _duet_files(runs_dirs: Sequence[Path]) -> tuple[list[Path], list[Path]]:
+    """``head-<k>.json`` and ``base-<k>.json`` of each of ``runs_dirs``, in ``k`` order,
+    paired; three or more pairs in all.
+
+    Example:
+        >>> _duet_files([Path("build/rlpace-bench/aa/cpu-duets")])  # doctest: +SKIP
+        ([PosixPath('.../head-0.json'), ...], [PosixPath('.../base-0.json'), ...])
+    """
     from rlpace.bench.errors import BenchInputError
 
-    def numbered(side: str) -> dict[int, Path]:
+    def numbered(runs_dir: Path, side: str) -> dict[int, Path]:
         out = {}
         for path in runs_dir.glob(f"{side}-*.json"):
             tail = path.stem.split("-", 1)[1]
@@ -271,12 +286,25 @@ def _duet_files(runs_dir: Path) -> tuple[list[Path], list[Path]]:
                 out[int(tail)] = path
         return out
 
-    heads, bases = numbered("head"), numbered("base")
-    pairs = sorted(set(heads) & set(bases))
-    if len(pairs) < 3:
+    heads_all: list[Path] = []
+    bases_all: list[Path] = []
+    for runs_dir in runs_dirs:
+        heads, bases = numbered(runs_dir, "head"), numbered(runs_dir, "base")
+        pairs = sorted(set(heads) & set(bases))
+        if not pairs and len(runs_dirs) > 1:
+            raise BenchInputError(
+                f"{runs_dir}: expected duets as head-<k>.json and base-<k>.json, found none. "
+                "Fix: pass a runs directory of `aa --duets` (under build/rlpace-bench/aa/) or "
+                "of `pr` (build/rlpace-bench/runs/<set>, <set>-extend-<k>)"
+            )
+        heads_all += [heads[k] for k in pairs]
+        bases_all += [bases[k] for k in pairs]
+    if len(heads_all) < 3:
+        where = str(runs_dirs[0]) if len(runs_dirs) == 1 else f"{len(runs_dirs)} directories"
         raise BenchInputError(
-            f"{runs_dir}: expected three or more duets as head-<k>.json and base-<k>.json, "
-            f"found {len(pairs)}. Fix: pass the runs directory of `aa --duets` (under "
-            "build/rlpace-bench/aa/) or run `rlpace-bench aa --duets 16`"
+            f"{where}: expected three or more duets as head-<k>.json and base-<k>.json, "
+            f"found {len(heads_all)}. Fix: pass the runs directory of `aa --duets` (under "
+            "build/rlpace-bench/aa/), several directories (repeat --duets-from), or run "
+            "`rlpace-bench aa --duets 16`"
         )
-    return [heads[k] for k in pairs], [bases[k] for k in pairs]
+    return heads_all, bases_all
