@@ -229,8 +229,8 @@ def pytest_pyfunc_call(pyfuncitem):
         benchmark.extra_info["unit"] = timed.unit
     timer = c.timer_for(**params)
     benchmark.extra_info["timer"] = timer
-    judged_on_time = c.pass_for(**params) == "timed"
-    benchmark.extra_info["pass"] = "timed" if judged_on_time else "counted"
+    runs_in = c.pass_for(**params)
+    benchmark.extra_info["pass"] = runs_in
     config = pyfuncitem.config
     count = config.rlpace_work_counts and params.get("impl") not in config.rlpace_work_counts_skip
     if timer != "wall":
@@ -238,7 +238,7 @@ def pytest_pyfunc_call(pyfuncitem):
     try:
         if params.get("device") == "cuda":
             _time_on_cuda(benchmark, timed.fn, count)
-        elif judged_on_time:  # the wall clock, or the CPU clock declared out of the count
+        elif runs_in == "timed":  # the wall clock, or the CPU clock declared out of the count
             # tier: sized rounds either way; the latter's work counted in fewer calls
             calls = CALLS if timer == "wall" else DECLARED_OUT_CALLS
             _time_sized(benchmark, timed.fn, config, count, pyfuncitem.nodeid, calls)
