@@ -262,6 +262,11 @@ def test_aa_duets_from_pools_several_directories_as_pr_leaves_them(tmp_path, cap
     assert main([*args, "--duets-from", str(tmp_path / "empty")]) == 2
     err = capsys.readouterr().err
     assert f"{tmp_path / 'empty'}: expected duets as head-<k>.json" in err and "Fix:" in err
+    # a directory named twice (here through another spelling) would double its duets
+    again = str(dirs[0].parent / ".." / dirs[0].parent.name / "cpu")
+    assert main([*args, "--duets-from", again]) == 2
+    err = capsys.readouterr().err
+    assert "expected each directory of duets once, got it twice" in err and "Fix:" in err
     # two directories of one duet each are still too few
     few = [
         _write_duets(tmp_path / f"few{k}", rng, QUIET, 1) and tmp_path / f"few{k}" for k in (0, 1)

@@ -286,9 +286,17 @@ def _duet_files(runs_dirs: Sequence[Path]) -> tuple[list[Path], list[Path]]:
                 out[int(tail)] = path
         return out
 
+    seen: set[Path] = set()
     heads_all: list[Path] = []
     bases_all: list[Path] = []
     for runs_dir in runs_dirs:
+        if runs_dir.resolve() in seen:
+            raise BenchInputError(
+                f"{runs_dir}: expected each directory of duets once, got it twice: its "
+                "duets would count twice and every spread would look narrower than it is. "
+                "Fix: name each directory once"
+            )
+        seen.add(runs_dir.resolve())
         heads, bases = numbered(runs_dir, "head"), numbered(runs_dir, "base")
         pairs = sorted(set(heads) & set(bases))
         if not pairs and len(runs_dirs) > 1:
