@@ -921,3 +921,16 @@ def test_extension_stages_leave_the_controls_at_the_first_pairs(write_json):
         (2, ("t.py::calm", "t.py::wide", "t.py::wider", "t.py::hopeless", "t.py::declared"))
     ]
     assert _extension_stages(duets, runs, 4, 4, PipelineConfig(max_pairs=0)) == []
+
+
+def test_a_pr_run_clears_the_stage_directories_an_earlier_run_left(tmp_path):
+    """Extra and confirmation duets are written only when a run needs them: left from an
+    earlier run, they would be read as this run's (``aa --pr-runs``)."""
+    from rlpace.bench.pipeline import _clear_stages
+
+    for stage in ("cpu", "cpu-cpu-clock", "cpu-extend-1", "cpu-extend-12", "cpu-confirm",
+                  "gpu-confirm"):  # fmt: skip
+        (tmp_path / stage).mkdir()
+        (tmp_path / stage / "head-0.json").write_text("{}")
+    _clear_stages(tmp_path, "cpu")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cpu", "cpu-cpu-clock", "gpu-confirm"]

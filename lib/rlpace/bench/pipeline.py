@@ -473,6 +473,13 @@ def _clear_reports(out_dir: Path, set_name: str) -> None:
         path.unlink(missing_ok=True)
 
 
+def _clear_stages(runs_root: Path, set_name: str) -> None:
+    """Remove the stage directories an earlier ``pr`` run left for ``set_name``
+    (``<set>-extend-<k>``, ``<set>-confirm``); the other stages are rewritten each run."""
+    for stage in (*runs_root.glob(f"{set_name}-extend-*"), runs_root / f"{set_name}-confirm"):
+        shutil.rmtree(stage, ignore_errors=True)
+
+
 def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> list[SetOutcome]:
     """Benchmark the working tree against ``config.base`` and write the reports.
 
@@ -519,6 +526,9 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
         # a run that fails or is interrupted must not leave the last run's verdict to be
         # read as this one's
         _clear_reports(out_dir, set_name)
+        # and the runs directory holds this run's duets only: an earlier run's extra or
+        # confirmation duets would be read as this one's (`aa --pr-runs`)
+        _clear_stages(cache / "runs", set_name)
         if set_name == "gpu" and not cuda_available(Path(sys.executable)):
             skipped = SideRuns(set_name, (), (), "no CUDA device on this machine")
             outcomes.append(_write_skipped(out_dir, set_name, skipped, base))
