@@ -3,6 +3,7 @@ paired tests (``rlpace-bench aa --duets``, ``compare --paired --duets``)."""
 
 import json
 import math
+import shutil
 from dataclasses import replace
 
 import numpy as np
@@ -10,6 +11,8 @@ import pytest
 
 from rlpace.bench.calibration import (
     DuetCalibration,
+    PrRunDuets,
+    duet_calibration_from_pr_runs,
     duet_calibration_from_runs,
     machine_environment,
     read_duet_calibration,
@@ -404,3 +407,119 @@ def test_the_comment_says_when_the_pools_check_used_another_threshold(tmp_path):
     assert back.duet_calibration["threshold"] == 5.0 and render_report(back) == said
     same = replace(run, paired_threshold=5.0, duet_calibration=note)
     assert "judged as this run is, 200 held-out splits" in render_report(same)
+
+
+def _write_pr_run(root, rng, *, shift=None, confirm_shift=None):
+    """The duets an A/A ``pr`` run leaves in ``root/build/rlpace-bench/runs``: two first
+    duets of every timed case and the twins, two extra duets of the wide rows, and,
+    with ``confirm_shift``, four confirmation duets of ``rlpace-q0``."""
+    runs = root / "build" / "rlpace-bench" / "runs"
+    first = _write_duets(runs / "cpu", rng, {**QUIET, **NOISY, **CONTROLS}, 2, shift=shift)
+    extra = _write_duets(runs / "cpu-extend-1", rng, NOISY, 2, shift=shift)
+    if confirm_shift is not None:
+        _write_duets(runs / "cpu-confirm", rng, {"rlpace-q0": 2.0}, 4, shift=confirm_shift)
+    return first, extra
+
+
+def test_aa_pr_runs_judges_each_run_with_a_prior_from_the_other_runs_only(tmp_path, capsys):
+    """``aa --pr-runs``: the duets of several A/A ``pr`` runs pooled, and each run judged
+    as ``pr`` judged it (its first and extra duets, then its confirmation) with a prior
+    from the other runs' duets. A run that really slowed a case is caught by the
+    check; its own confirmation clears it only when the confirmation does not repeat
+    it, and a flag the run holds no confirmation of stays."""
+    rng = np.random.default_rng(21)
+    for k in range(4):
+        _write_pr_run(tmp_path / f"aa{k}", rng)
+    out = tmp_path / "cal"
+    args = ["aa", "--out-dir", str(out)]
+    args += [a for k in range(4) for a in ("--pr-runs", str(tmp_path / f"aa{k}"))]
+    assert main(args) == 0
+    said = capsys.readouterr().out
+    cal = read_duet_calibration(out / "cpu-duets.json")
+    assert (cal.pairs, cal.family_size, cal.held_out_by, cal.held_out_runs) == (16, 12, "run", 4)
+    assert {n: k for n, (_, k) in cal.spreads.items()} == {
+        **{f"t.py::test_x[{n}]": 8 for n in {**QUIET, **CONTROLS}},
+        **{f"t.py::test_x[{n}]": 16 for n in NOISY},
+    }
+    assert cal.held_out_alarms == cal.held_out_alarms_first == 0
+    assert "each of the 4 A/A pr runs judged as pr judged it" in said
+    # a fifth "A/A" run that in truth slowed rlpace-q0 by 12 %: flagged by the others' prior
+    slow = {"rlpace-q0": 0.12}
+    _write_pr_run(tmp_path / "slow", rng, shift=slow)
+    runs = [*args[3:], "--pr-runs", str(tmp_path / "slow")]
+    assert main(["aa", "--out-dir", str(out), *runs]) == 0
+    cal = read_duet_calibration(out / "cpu-duets.json")
+    assert (cal.held_out_runs, cal.held_out_alarms_first, cal.held_out_alarms) == (5, 1, 1)
+    # its confirmation repeats the change: still flagged; it does not: cleared
+    confirm = tmp_path / "slow" / "build" / "rlpace-bench" / "runs" / "cpu-confirm"
+    for shift, after in ((slow, 1), ({}, 0)):
+        shutil.rmtree(confirm, ignore_errors=True)
+        _write_duets(confirm, rng, {"rlpace-q0": 2.0}, 4, shift=shift)
+        assert main(["aa", "--out-dir", str(out), *runs]) == 0
+        cal = read_duet_calibration(out / "cpu-duets.json")
+        assert (cal.held_out_alarms_first, cal.held_out_alarms) == (1, after), shift
+    # the comment names what the check judged
+    record = json.loads(json.dumps(
+        Judge.from_calibration(None, duets=cal, duets_source="cpu-duets.json", paired=True)
+        .judge(*[merge_runs([load_results(p) for p in side]) for side in _write_duets(
+            tmp_path / "pr", rng, {**QUIET, **CONTROLS}, 4)]).to_dict()))  # fmt: skip
+    record["pipeline"] = {"set": "cpu"}
+    again = record_from_dict(record, source="cpu.json").comparison
+    assert again.duet_calibration["held_out_by"] == "run"
+    assert (
+        "the 5 A/A `pr` runs they came from, each with a prior from the others' duets, "
+        "flagged anything in 0 after the confirmation, 1 before" in render_report(again)
+    )
+
+
+def test_pr_runs_held_out_prior_never_holds_the_judged_runs_duets(tmp_path):
+    rng = np.random.default_rng(22)
+    runs = []
+    for k, pairs in enumerate((2, 3, 4)):
+        heads, bases = _write_duets(tmp_path / f"r{k}", rng, QUIET, pairs)
+        runs.append(PrRunDuets(f"r{k}", tuple(heads), tuple(bases)))
+    seen = {}
+
+    def judge_run(run, prior):
+        seen[run.source] = (prior.pairs, {n for _, n in prior.spreads.values()})
+        return run.source == "r1", False
+
+    cal = duet_calibration_from_pr_runs(runs, judge_run=judge_run)
+    assert seen == {"r0": (7, {7}), "r1": (6, {6}), "r2": (5, {5})}
+    assert (cal.pairs, cal.held_out_runs, cal.held_out_alarms_first, cal.held_out_alarms) == (
+        9, 3, 1, 0,
+    )  # fmt: skip
+    assert duet_calibration_from_pr_runs(runs[2:]).held_out_runs == 0  # one run: no check
+    assert DuetCalibration.from_dict(cal.to_dict()) == cal
+    older = cal.to_dict()
+    del older["held_out_by"]  # a file written before runs were judged: splits
+    assert DuetCalibration.from_dict(older).held_out_by == "split"
+    with pytest.raises(BenchInputError, match="held_out_by 'coin'"):
+        DuetCalibration.from_dict({**older, "held_out_by": "coin"})
+
+
+def test_aa_pr_runs_refuses_what_is_not_a_pr_run_with_a_fix(tmp_path, capsys):
+    rng = np.random.default_rng(23)
+    _write_pr_run(tmp_path / "aa0", rng)
+    _write_pr_run(tmp_path / "aa1", rng)
+    (tmp_path / "empty").mkdir()
+    assert (
+        main(["aa", "--pr-runs", str(tmp_path / "aa0"), "--pr-runs", str(tmp_path / "empty")]) == 2
+    )
+    err = capsys.readouterr().err
+    assert "expected the runs directory of an A/A `pr` run" in err and "Fix:" in err
+    # the same run twice, once through the checkout and once through its runs directory
+    runs = tmp_path / "aa0" / "build" / "rlpace-bench" / "runs"
+    assert main(["aa", "--pr-runs", str(tmp_path / "aa0"), "--pr-runs", str(runs)]) == 2
+    assert "expected each A/A pr run once, got it twice" in capsys.readouterr().err
+    args = ["aa", "--pr-runs", str(tmp_path / "aa0"), "--duets-from", str(runs / "cpu")]
+    assert main(args) == 2
+    assert "expected one source of duets, got --duets-from and --pr-runs" in (
+        capsys.readouterr().err
+    )
+    # a run without duets (its count tier was off, so nothing ran as duets)
+    (tmp_path / "solo" / "cpu").mkdir(parents=True)
+    assert (
+        main(["aa", "--pr-runs", str(tmp_path / "aa1"), "--pr-runs", str(tmp_path / "solo")]) == 2
+    )
+    assert "expected the duets of a `pr` run" in capsys.readouterr().err

@@ -278,6 +278,7 @@ _DUET_CALIBRATION = {
         "held_out_alarms": _COUNT,
         "held_out_alarms_first": _COUNT,
         "held_out_runs": _COUNT,
+        "held_out_by": {"enum": ["split", "run"]},
         "threshold": {"type": "number", "minimum": 0, "maximum": 10_000},
         "mismatch": {
             "type": "object",

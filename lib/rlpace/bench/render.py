@@ -556,6 +556,11 @@ def paired_text(comparison: Comparison) -> str:
         ...     "source": "cpu-duets.json", "pairs": 16, "threshold": 5.0, "held_out_alarms": 0,
         ...     "held_out_alarms_first": 3, "held_out_runs": 200})).split("A/A duets (")[1])
         `cpu-duets.json`; judged as this run is but at a 5% effect threshold (this run: 2%), 200 held-out splits of them flagged anything in 0 after the confirmation, 3 before).
+        >>> print(paired_text(Comparison(rows=(), paired=4, duet_calibration={
+        ...     "source": "cpu-duets.json", "pairs": 60, "held_out_alarms": 0,
+        ...     "held_out_alarms_first": 1, "held_out_runs": 6, "held_out_by": "run"}
+        ...     )).split("A/A duets (")[1])
+        `cpu-duets.json`; judged as this run is, the 6 A/A `pr` runs they came from, each with a prior from the others' duets, flagged anything in 0 after the confirmation, 1 before).
     """
     if not comparison.paired:
         return ""
@@ -593,9 +598,15 @@ def paired_text(comparison: Comparison) -> str:
             if isinstance(checked, int | float) and judged is not None and checked != judged
             else "judged as this run is"
         )
+        judged_what = (
+            f"the {pool['held_out_runs']} A/A `pr` runs they came from, each with a prior "
+            "from the others' duets,"
+            if pool.get("held_out_by") == "run"
+            else f"{pool['held_out_runs']} held-out splits of them"
+        )
         held = (
-            f"; {how}, {pool['held_out_runs']} held-out splits of them "
-            f"flagged anything in {pool.get('held_out_alarms', 0)} after the confirmation, "
+            f"; {how}, {judged_what} flagged anything in "
+            f"{pool.get('held_out_alarms', 0)} after the confirmation, "
             f"{pool.get('held_out_alarms_first', 0)} before"
         )
     text += (

@@ -27,7 +27,9 @@ runs when the pool holds ``2 × repeats × runs`` of them, the default). From th
 (base and head at the same time, a core each, as ``pr`` times them) and writes a
 :class:`DuetCalibration` (``_duets``): per benchmark the spread of its pairs' log
 ratios, the prior of ``pr``'s paired tests, with a held-out check of random splits
-judged as ``pr`` runs them, by priors from the other pairs.
+judged as ``pr`` runs them, by priors from the other pairs. ``aa --pr-runs DIR``
+pools instead the duets that A/A ``pr`` runs left, and judges each run's own duets
+with a prior from the other runs' (:func:`duet_calibration_from_pr_runs`).
 
 The package follows the data, one private module per step: ``_config`` (what to
 run, :class:`CalibrationConfig`), ``_pool`` (running the pool,
@@ -48,6 +50,8 @@ from rlpace.bench.calibration._duets import (
     DUET_FORMAT,
     DUET_VERSION,
     DuetCalibration,
+    PrRunDuets,
+    duet_calibration_from_pr_runs,
     duet_calibration_from_runs,
     duet_calibration_path,
     read_duet_calibration,
@@ -78,8 +82,10 @@ __all__ = [
     "CalibrationNote",
     "DetectionPower",
     "DuetCalibration",
+    "PrRunDuets",
     "analyse_pool",
     "calibration_note",
+    "duet_calibration_from_pr_runs",
     "duet_calibration_from_runs",
     "duet_calibration_path",
     "machine_environment",

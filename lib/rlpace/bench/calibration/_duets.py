@@ -50,6 +50,8 @@ __all__ = [
     "DUET_FORMAT",
     "DUET_VERSION",
     "DuetCalibration",
+    "PrRunDuets",
+    "duet_calibration_from_pr_runs",
     "duet_calibration_from_runs",
     "duet_calibration_path",
     "read_duet_calibration",
@@ -58,6 +60,8 @@ __all__ = [
 DUET_FORMAT = "rlpace-bench-duet-calibration"
 DUET_VERSION = 1
 MIN_POOL_PAIRS = 3
+HELD_OUT_BY = ("split", "run")
+"""What a duet calibration's held-out check judged (:attr:`DuetCalibration.held_out_by`)."""
 """Fewest pairs of a benchmark that give it a prior (two degrees of freedom)."""
 _NO_SPREAD = 1e-6
 """A pair spread (%) below this is rounding of equal ratios: no spread at all."""
@@ -106,7 +110,13 @@ class DuetCalibration:
     held_out_alarms_first: int = 0
     """The same splits that flagged any benchmark before the confirmation."""
     held_out_runs: int = 0
-    """Held-out splits judged (they share pairs: a guide, not independent runs)."""
+    """Held-out splits judged (:attr:`held_out_by` ``"split"``: they share pairs, a
+    guide, not independent runs) or A/A ``pr`` runs judged (``"run"``: each with a
+    prior from the other runs' duets)."""
+    held_out_by: str = "split"
+    """What the held-out check judged: ``"split"``, random splits of one pool
+    (:func:`duet_calibration_from_runs`), or ``"run"``, whole A/A ``pr`` runs left out
+    one at a time (:func:`duet_calibration_from_pr_runs`)."""
     environment: Mapping[str, Any] = field(default_factory=dict)
     """The :data:`~rlpace.bench.calibration.ENVIRONMENT_KEYS` of the pool's machine."""
     created: str = ""
@@ -190,7 +200,7 @@ class DuetCalibration:
             >>> DuetCalibration("cpu", 12, {}, held_out_runs=3).note("cpu-duets.json")["pairs"]
             12
         """
-        return {
+        note = {
             "source": str(source),
             "pairs": self.pairs,
             "created": self.created[:10],
@@ -200,6 +210,9 @@ class DuetCalibration:
             "threshold": self.threshold,
             "mismatch": {k: list(v) for k, v in self.mismatch(machine_info).items()},
         }
+        if self.held_out_by != "split":  # records before it was added read as splits
+            note["held_out_by"] = self.held_out_by
+        return note
 
     def to_dict(self) -> dict[str, Any]:
         """Versioned JSON-able form; :meth:`from_dict` reads it back unchanged."""
@@ -215,6 +228,7 @@ class DuetCalibration:
             "held_out_alarms": self.held_out_alarms,
             "held_out_alarms_first": self.held_out_alarms_first,
             "held_out_runs": self.held_out_runs,
+            "held_out_by": self.held_out_by,
             "environment": dict(self.environment),
             "created": self.created,
             "benchmarks": {
@@ -248,6 +262,9 @@ class DuetCalibration:
             }
             if any(s < 0 or p < 0 for s, p in spreads.values()):
                 raise ValueError("a negative spread or pair count")
+            held_out_by = str(data.get("held_out_by") or "split")  # absent before runs
+            if held_out_by not in HELD_OUT_BY:
+                raise ValueError(f"held_out_by {held_out_by!r}, not one of {HELD_OUT_BY}")
             return cls(
                 set_name=str(data["set"]),
                 pairs=int(data["pairs"]),
@@ -259,6 +276,7 @@ class DuetCalibration:
                 held_out_alarms=int(data["held_out_alarms"]),
                 held_out_alarms_first=int(data["held_out_alarms_first"]),
                 held_out_runs=int(data["held_out_runs"]),
+                held_out_by=held_out_by,
                 environment=dict(data.get("environment") or {}),
                 created=str(data.get("created") or ""),
             )
@@ -340,45 +358,18 @@ def duet_calibration_from_runs(
         ...
         rlpace.bench.errors.BenchInputError: duet pool: expected three or more pairs of result files (head and base of each duet), got 1 head and 1 base files. Fix: run more duets, e.g. `rlpace-bench aa --duets 16`
     """
-    from rlpace.bench.results import load_results
-
     if len(head_files) != len(base_files) or len(head_files) < MIN_POOL_PAIRS:
         raise BenchInputError(
             "duet pool: expected three or more pairs of result files (head and base of each "
             f"duet), got {len(head_files)} head and {len(base_files)} base files. Fix: run "
             "more duets, e.g. `rlpace-bench aa --duets 16`"
         )
-    ratios: list[dict[str, float]] = []  # per pair, benchmark -> log(head / base)
-    environment: dict[str, Any] = {}
-    created = ""
-    for h_path, b_path in zip(head_files, base_files, strict=True):
-        head, base = load_results(h_path), load_results(b_path)
-        environment = environment or machine_environment(head.attrs.get("machine_info") or {})
-        created = created or str(head.attrs.get("datetime") or "")
-        b_median = dict(zip(base["fullname"], base["median"], strict=True))
-        pair = {}
-        for name, h in zip(head["fullname"], head["median"], strict=True):
-            b = b_median.get(name)
-            if b is not None and h > 0 and b > 0 and math.isfinite(h) and math.isfinite(b):
-                pair[name] = math.log(h / b)
-        if pair and not any(pair.values()):
-            raise BenchInputError(
-                f"{h_path} and {b_path}: expected the two runs of a duet, got the same "
-                "timings for every benchmark (copies of one run?). Fix: pass the runs "
-                "directory `aa --duets` wrote, or run `rlpace-bench aa --duets 16`"
-            )
-        ratios.append(pair)
+    ratios, environment, created = _pair_ratios(head_files, base_files)
     settings = dict(
         set_name=set_name, repeats=repeats, family_size=family_size, alpha=alpha,
         threshold=threshold, environment=environment, created=created,
     )  # fmt: skip
-    spreads = _spreads(ratios)
-    if spreads and not any(spread > _NO_SPREAD for spread, _ in spreads.values()):
-        raise BenchInputError(
-            f"duet pool of {len(ratios)} pairs: expected pairs that differ from run to run, "
-            "got the same ratios in every pair for every benchmark (copies of one duet?). "
-            "Fix: pass the runs directory `aa --duets` wrote, or run `rlpace-bench aa --duets 16`"
-        )
+    spreads = _pool_spreads(ratios)
     calibration = DuetCalibration(pairs=len(ratios), spreads=spreads, **settings)
     n = len(ratios)
     if judge_split is None or n < 2 * repeats + MIN_POOL_PAIRS:
@@ -405,6 +396,154 @@ def duet_calibration_from_runs(
     return replace(
         calibration, held_out_alarms=alarms, held_out_alarms_first=first, held_out_runs=splits
     )
+
+
+@dataclass(frozen=True)
+class PrRunDuets:
+    """The duets one A/A ``pr`` run left, one directory a stage
+    (``build/rlpace-bench/runs/<set>``, ``<set>-extend-<k>``, ``<set>-confirm``).
+
+    Example:
+        >>> run = PrRunDuets("runs", (Path("h0.json"),), (Path("b0.json"),))
+        >>> len(run.heads), run.confirm_heads
+        (1, ())
+    """
+
+    source: str
+    """Where the run's duets were read from, as messages name it."""
+    heads: tuple[Path, ...]
+    """The head side of every duet ``pr`` judged (its first stage and extra duets)."""
+    bases: tuple[Path, ...]
+    """The base side of the same duets, in the same order."""
+    confirm_heads: tuple[Path, ...] = ()
+    """The head side of the run's confirmation duets (none when nothing was flagged)."""
+    confirm_bases: tuple[Path, ...] = ()
+    """Their base side."""
+
+
+def duet_calibration_from_pr_runs(
+    runs: Sequence[PrRunDuets],
+    *,
+    set_name: str = "cpu",
+    repeats: int = 4,
+    alpha: float = 0.05,
+    threshold: float = 5.0,
+    family_size: int = 0,
+    judge_run: Callable[[PrRunDuets, DuetCalibration], tuple[bool, bool]] | None = None,
+) -> DuetCalibration:
+    """A duet calibration from the duets several A/A ``pr`` runs left, checked by
+    leaving one run out at a time.
+
+    The pool is every judged duet of every run (each benchmark's spread from the
+    duets that timed it). The held-out check judges each run's own duets the way its
+    ``pr`` run judged them (``judge_run``), with a prior from the *other* runs' duets
+    only: unlike :func:`duet_calibration_from_runs`' random splits, the judged runs
+    share no pairs with their prior or with each other, so the count is a rate of
+    independent A/A ``pr`` runs (:attr:`DuetCalibration.held_out_by` is ``"run"``).
+
+    Args:
+        runs: one entry per A/A ``pr`` run, two or more for the held-out check.
+        set_name: the set the runs ran.
+        repeats: pairs a ``pr`` run judges at first (its detectable changes are stated
+            for these).
+        alpha: the family error rate of the held-out check and the detectable changes.
+        threshold: the effect threshold (%) they were judged with.
+        family_size: the benchmarks a ``pr`` run judges pair by pair together (0:
+            every benchmark of the pool).
+        judge_run: ``(run, prior) → (flagged anything, still flagged after the
+            confirmation)``; None skips the check.
+
+    Raises:
+        BenchInputError: fewer than three duets in all, or a run whose two runs of a
+            duet timed everything alike.
+
+    Example:
+        >>> duet_calibration_from_pr_runs([PrRunDuets("r", (Path("h.json"),), (Path("b.json"),))])
+        Traceback (most recent call last):
+        ...
+        rlpace.bench.errors.BenchInputError: duet pool of 1 A/A pr run: expected three or more duets in all, got 1. Fix: run more A/A `make bench` (each leaves its duets in build/rlpace-bench/runs)
+    """
+    for run in runs:
+        if len(run.heads) != len(run.bases):
+            raise BenchInputError(
+                f"{run.source}: expected a head and a base file for each duet, got "
+                f"{len(run.heads)} head and {len(run.bases)} base files. Fix: pass the runs "
+                "directory a `pr` run left, as it left it"
+            )
+    total = sum(len(run.heads) for run in runs)
+    if total < MIN_POOL_PAIRS:
+        raise BenchInputError(
+            f"duet pool of {len(runs)} A/A pr run{'s' if len(runs) != 1 else ''}: expected "
+            f"three or more duets in all, got {total}. Fix: run more A/A `make bench` (each "
+            "leaves its duets in build/rlpace-bench/runs)"
+        )
+    per_run = [_pair_ratios(run.heads, run.bases) for run in runs]
+    ratios = [pair for run_ratios, _, _ in per_run for pair in run_ratios]
+    environment = next((env for _, env, _ in per_run if env), {})
+    created = min((when for _, _, when in per_run if when), default="")
+    settings = dict(
+        set_name=set_name, repeats=repeats, family_size=family_size, alpha=alpha,
+        threshold=threshold, environment=environment, created=created,
+    )  # fmt: skip
+    calibration = DuetCalibration(pairs=len(ratios), spreads=_pool_spreads(ratios), **settings)
+    if judge_run is None or len(runs) < 2:
+        return calibration
+    first = alarms = 0
+    for i, run in enumerate(runs):
+        others = [pair for j, (r, _, _) in enumerate(per_run) if j != i for pair in r]
+        prior = DuetCalibration(pairs=len(others), spreads=_spreads(others), **settings)
+        flagged, confirmed = judge_run(run, prior)
+        first += bool(flagged)
+        alarms += bool(confirmed)
+    return replace(
+        calibration,
+        held_out_alarms=alarms,
+        held_out_alarms_first=first,
+        held_out_runs=len(runs),
+        held_out_by="run",
+    )
+
+
+def _pair_ratios(
+    head_files: Sequence[Path], base_files: Sequence[Path]
+) -> tuple[list[dict[str, float]], dict[str, Any], str]:
+    """Per pair, ``benchmark → log(head / base)`` of the run medians; the machine
+    environment and date of the first head run."""
+    from rlpace.bench.results import load_results
+
+    ratios: list[dict[str, float]] = []
+    environment: dict[str, Any] = {}
+    created = ""
+    for h_path, b_path in zip(head_files, base_files, strict=True):
+        head, base = load_results(h_path), load_results(b_path)
+        environment = environment or machine_environment(head.attrs.get("machine_info") or {})
+        created = created or str(head.attrs.get("datetime") or "")
+        b_median = dict(zip(base["fullname"], base["median"], strict=True))
+        pair = {}
+        for name, h in zip(head["fullname"], head["median"], strict=True):
+            b = b_median.get(name)
+            if b is not None and h > 0 and b > 0 and math.isfinite(h) and math.isfinite(b):
+                pair[name] = math.log(h / b)
+        if pair and not any(pair.values()):
+            raise BenchInputError(
+                f"{h_path} and {b_path}: expected the two runs of a duet, got the same "
+                "timings for every benchmark (copies of one run?). Fix: pass the runs "
+                "directory `aa --duets` wrote, or run `rlpace-bench aa --duets 16`"
+            )
+        ratios.append(pair)
+    return ratios, environment, created
+
+
+def _pool_spreads(ratios: Sequence[Mapping[str, float]]) -> dict[str, tuple[float, int]]:
+    """:func:`_spreads` of a whole pool, refused when no benchmark's pairs moved."""
+    spreads = _spreads(ratios)
+    if spreads and not any(spread > _NO_SPREAD for spread, _ in spreads.values()):
+        raise BenchInputError(
+            f"duet pool of {len(ratios)} pairs: expected pairs that differ from run to run, "
+            "got the same ratios in every pair for every benchmark (copies of one duet?). "
+            "Fix: pass the runs directory `aa --duets` wrote, or run `rlpace-bench aa --duets 16`"
+        )
+    return spreads
 
 
 def _spreads(ratios: Sequence[Mapping[str, float]]) -> dict[str, tuple[float, int]]:

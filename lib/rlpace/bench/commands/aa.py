@@ -98,6 +98,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "directories, e.g. the duets A/A `pr` runs left in build/rlpace-bench/runs/<set> "
         "and <set>-extend-<k> (each row's pairs are the duets that timed it)",
     )
+    parser.add_argument(
+        "--pr-runs",
+        action="append",
+        default=None,
+        metavar="DIR",
+        help="build the duet calibration from the duets A/A `pr` runs left, one DIR per "
+        "run (its build/rlpace-bench/runs, or the checkout holding it; repeat it for "
+        "each run), and check it by judging each run's own duets as pr judged them, "
+        "with a prior from the other runs' duets only",
+    )
 
 
 def main(args: argparse.Namespace) -> int:
@@ -110,7 +120,7 @@ def main(args: argparse.Namespace) -> int:
     from rlpace.bench.runner import run_settings
 
     settings = run_settings(args.max_time, args.wall_rounds)
-    if args.duets is not None or args.duets_from is not None:
+    if args.duets is not None or args.duets_from is not None or args.pr_runs is not None:
         return _duets(args, settings)
     config = CalibrationConfig(
         runs=args.runs,
@@ -145,7 +155,11 @@ def _duets(args: argparse.Namespace, settings: Any) -> int:
     import statistics
 
     from rlpace.bench.base_revision import repository_root
-    from rlpace.bench.calibration import duet_calibration_from_runs, duet_calibration_path
+    from rlpace.bench.calibration import (
+        duet_calibration_from_pr_runs,
+        duet_calibration_from_runs,
+        duet_calibration_path,
+    )
     from rlpace.bench.controls import CONTROL_IMPL
     from rlpace.bench.errors import BenchInputError
     from rlpace.bench.judge import Judge
@@ -158,9 +172,21 @@ def _duets(args: argparse.Namespace, settings: Any) -> int:
             f"--repeats: expected the pairs a pr run judges (an integer >= 2), got "
             f"{args.repeats}; fix: e.g. --repeats 4"
         )
+    given = [f for f, v in (("--duets", args.duets), ("--duets-from", args.duets_from),
+                            ("--pr-runs", args.pr_runs)) if v is not None]  # fmt: skip
+    if len(given) > 1:
+        raise BenchInputError(
+            f"expected one source of duets, got {' and '.join(given)}. Fix: run new duets "
+            "(--duets N), pool earlier ones (--duets-from DIR) or A/A pr runs' (--pr-runs "
+            "DIR), one of the three"
+        )
+    earlier = args.duets_from is not None or args.pr_runs is not None
     # earlier runs need no repository (a relative --out-dir is then under the cwd)
-    repo = Path.cwd() if args.duets_from is not None else repository_root(Path.cwd())
-    if args.duets_from is not None:
+    repo = Path.cwd() if earlier else repository_root(Path.cwd())
+    pr_runs = _pr_run_duets([Path(d) for d in args.pr_runs], args.set_name) if args.pr_runs else []
+    if pr_runs:
+        runs_dirs = []
+    elif args.duets_from is not None:
         runs_dirs = [Path(d) for d in args.duets_from]
     else:
         if args.duets < 3:
@@ -190,7 +216,10 @@ def _duets(args: argparse.Namespace, settings: Any) -> int:
             duet=True,
         )
         runs_dirs = [runs_dir]
-    heads, bases = _duet_files(runs_dirs)
+    if pr_runs:
+        heads = [p for run in pr_runs for p in run.heads]
+    else:
+        heads, bases = _duet_files(runs_dirs)
     load = functools.lru_cache(maxsize=None)(load_results)
     # the rows a pr run judges pair by pair: every one the pooled duets timed
     rows = {
@@ -201,8 +230,8 @@ def _duets(args: argparse.Namespace, settings: Any) -> int:
     tested = {name for name, impl in rows.items() if impl != CONTROL_IMPL}
     family = len(tested) or len(rows)
 
-    def judge_split(split, prior) -> tuple[bool, bool]:
-        judge = Judge.from_calibration(
+    def judge_with(prior) -> Judge:
+        return Judge.from_calibration(
             None,
             duets=prior,
             threshold=args.threshold,
@@ -210,6 +239,27 @@ def _duets(args: argparse.Namespace, settings: Any) -> int:
             alpha=args.alpha,
             paired=True,
         )
+
+    def merged(paths):
+        return merge_runs([load(p) for p in paths])
+
+    def judge_run(run, prior) -> tuple[bool, bool]:
+        judge = judge_with(prior)
+        verdicts = judge.judge(merged(run.heads), merged(run.bases))
+        if not judge.flagged(verdicts):
+            return False, False
+        # the confirmation the run ran re-timed what its own judge flagged: a flag it
+        # holds no duets of stays flagged (no run of it to clear it)
+        if run.confirm_heads:
+            again_h, again_b = merged(run.confirm_heads), merged(run.confirm_bases)
+            timed = set(again_h["fullname"]) & set(again_b["fullname"])
+            names = [n for n in judge.to_confirm(verdicts) if n in timed]
+            if names:
+                verdicts = judge.confirm(verdicts, again_h, again_b, names=names)
+        return True, bool(judge.flagged(verdicts))
+
+    def judge_split(split, prior) -> tuple[bool, bool]:
+        judge = judge_with(prior)
         (heads, bases), (again_h, again_b) = split
         verdicts = judge.judge(
             merge_runs([load(p) for p in heads]), merge_runs([load(p) for p in bases])
@@ -223,17 +273,19 @@ def _duets(args: argparse.Namespace, settings: Any) -> int:
         )
         return True, bool(judge.flagged(again))
 
-    calibration = duet_calibration_from_runs(
-        heads,
-        bases,
+    common = dict(
         set_name=args.set_name,
         repeats=args.repeats,
         alpha=args.alpha,
         threshold=args.paired_threshold,
         family_size=family,
-        judge_split=judge_split,
-        seed=args.seed,
     )
+    if pr_runs:
+        calibration = duet_calibration_from_pr_runs(pr_runs, judge_run=judge_run, **common)
+    else:
+        calibration = duet_calibration_from_runs(
+            heads, bases, judge_split=judge_split, seed=args.seed, **common
+        )
     out_dir = Path(args.out_dir)
     out_dir = out_dir if out_dir.is_absolute() else repo / out_dir
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -252,6 +304,17 @@ def _duets(args: argparse.Namespace, settings: Any) -> int:
             f"power with {args.repeats} pairs: median {statistics.median(detect):.1f}%, "
             f"{sum(d <= 10 for d in detect)} of {len(detect)} at 10% or less"
         )
+    if pr_runs and not calibration.held_out_runs:
+        print("no held-out check: it needs two A/A pr runs or more, got 1")
+        return 0
+    if pr_runs:
+        print(
+            f"held out, each of the {calibration.held_out_runs} A/A pr runs judged as pr "
+            "judged it (its own duets and confirmation) with a prior from the other runs' "
+            f"duets: {calibration.held_out_alarms_first} flagged anything, "
+            f"{calibration.held_out_alarms} after the confirmation"
+        )
+        return 0
     if not calibration.held_out_runs:
         print(
             f"no held-out check: it needs {2 * args.repeats + 3} duets or more "
@@ -278,14 +341,6 @@ def _duet_files(runs_dirs: Sequence[Path]) -> tuple[list[Path], list[Path]]:
     """
     from rlpace.bench.errors import BenchInputError
 
-    def numbered(runs_dir: Path, side: str) -> dict[int, Path]:
-        out = {}
-        for path in runs_dir.glob(f"{side}-*.json"):
-            tail = path.stem.split("-", 1)[1]
-            if tail.isdigit():
-                out[int(tail)] = path
-        return out
-
     seen: set[Path] = set()
     heads_all: list[Path] = []
     bases_all: list[Path] = []
@@ -297,7 +352,7 @@ def _duet_files(runs_dirs: Sequence[Path]) -> tuple[list[Path], list[Path]]:
                 "Fix: name each directory once"
             )
         seen.add(runs_dir.resolve())
-        heads, bases = numbered(runs_dir, "head"), numbered(runs_dir, "base")
+        heads, bases = _numbered(runs_dir, "head"), _numbered(runs_dir, "base")
         pairs = sorted(set(heads) & set(bases))
         if not pairs and len(runs_dirs) > 1:
             raise BenchInputError(
@@ -316,3 +371,73 @@ def _duet_files(runs_dirs: Sequence[Path]) -> tuple[list[Path], list[Path]]:
             "`rlpace-bench aa --duets 16`"
         )
     return heads_all, bases_all
+
+
+def _numbered(runs_dir: Path, side: str) -> dict[int, Path]:
+    """``k → <side>-<k>.json`` in ``runs_dir``."""
+    out = {}
+    for path in runs_dir.glob(f"{side}-*.json"):
+        tail = path.stem.split("-", 1)[1]
+        if tail.isdigit():
+            out[int(tail)] = path
+    return out
+
+
+def _paired(runs_dir: Path) -> tuple[tuple[Path, ...], tuple[Path, ...]]:
+    """The head and base files of the duets in ``runs_dir`` that have both, in order."""
+    heads, bases = _numbered(runs_dir, "head"), _numbered(runs_dir, "base")
+    pairs = sorted(set(heads) & set(bases))
+    return tuple(heads[k] for k in pairs), tuple(bases[k] for k in pairs)
+
+
+def _pr_run_duets(dirs: Sequence[Path], set_name: str) -> list:
+    """One :class:`~rlpace.bench.calibration.PrRunDuets` per directory a ``pr`` run
+    left: ``<set>`` (the first duets), ``<set>-extend-<k>`` in ``k`` order (the extra
+    duets) and ``<set>-confirm``, in ``DIR`` or in ``DIR/build/rlpace-bench/runs``.
+
+    Example:
+        >>> _pr_run_duets([Path("/nowhere")], "cpu")
+        Traceback (most recent call last):
+        ...
+        rlpace.bench.errors.BenchInputError: /nowhere: expected the runs directory of an A/A `pr` run (build/rlpace-bench/runs, holding cpu/), found no cpu/ there. Fix: pass a checkout where `make bench` ran, or its build/rlpace-bench/runs
+    """
+    from rlpace.bench.calibration import PrRunDuets
+    from rlpace.bench.errors import BenchInputError
+
+    runs, seen = [], set()
+    for given in dirs:
+        nested = given / "build" / "rlpace-bench" / "runs"
+        runs_dir = nested if (nested / set_name).is_dir() else given
+        if not (runs_dir / set_name).is_dir():
+            raise BenchInputError(
+                f"{given}: expected the runs directory of an A/A `pr` run "
+                f"(build/rlpace-bench/runs, holding {set_name}/), found no {set_name}/ "
+                "there. Fix: pass a checkout where `make bench` ran, or its "
+                "build/rlpace-bench/runs"
+            )
+        if runs_dir.resolve() in seen:
+            raise BenchInputError(
+                f"{given}: expected each A/A pr run once, got it twice: its duets would "
+                "count twice and be judged with themselves in the prior. Fix: name each "
+                "run once"
+            )
+        seen.add(runs_dir.resolve())
+        stages = [runs_dir / set_name] + sorted(
+            (
+                d
+                for d in runs_dir.glob(f"{set_name}-extend-*")
+                if d.name.rsplit("-", 1)[1].isdigit()
+            ),
+            key=lambda d: int(d.name.rsplit("-", 1)[1]),
+        )
+        heads = tuple(p for d in stages for p in _paired(d)[0])
+        bases = tuple(p for d in stages for p in _paired(d)[1])
+        if not heads:
+            raise BenchInputError(
+                f"{runs_dir / set_name}: expected the duets of a `pr` run (head-<k>.json and "
+                "base-<k>.json), found none: did its count tier run (duets need it)? Fix: "
+                "pass a run whose comment says its timed cases ran as duets"
+            )
+        confirm = _paired(runs_dir / f"{set_name}-confirm")
+        runs.append(PrRunDuets(str(given), heads, bases, *confirm))
+    return runs
