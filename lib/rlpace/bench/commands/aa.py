@@ -352,16 +352,15 @@ def _duet_files(runs_dirs: Sequence[Path]) -> tuple[list[Path], list[Path]]:
                 "Fix: name each directory once"
             )
         seen.add(runs_dir.resolve())
-        heads, bases = _numbered(runs_dir, "head"), _numbered(runs_dir, "base")
-        pairs = sorted(set(heads) & set(bases))
-        if not pairs and len(runs_dirs) > 1:
+        heads, bases = _paired(runs_dir)
+        if not heads and len(runs_dirs) > 1:
             raise BenchInputError(
                 f"{runs_dir}: expected duets as head-<k>.json and base-<k>.json, found none. "
                 "Fix: pass a runs directory of `aa --duets` (under build/rlpace-bench/aa/) or "
                 "of `pr` (build/rlpace-bench/runs/<set>, <set>-extend-<k>)"
             )
-        heads_all += [heads[k] for k in pairs]
-        bases_all += [bases[k] for k in pairs]
+        heads_all += heads
+        bases_all += bases
     if len(heads_all) < 3:
         where = str(runs_dirs[0]) if len(runs_dirs) == 1 else f"{len(runs_dirs)} directories"
         raise BenchInputError(
@@ -430,8 +429,9 @@ def _pr_run_duets(dirs: Sequence[Path], set_name: str) -> list:
             ),
             key=lambda d: int(d.name.rsplit("-", 1)[1]),
         )
-        heads = tuple(p for d in stages for p in _paired(d)[0])
-        bases = tuple(p for d in stages for p in _paired(d)[1])
+        paired = [_paired(d) for d in stages]
+        heads = tuple(p for h, _ in paired for p in h)
+        bases = tuple(p for _, b in paired for p in b)
         if not heads:
             raise BenchInputError(
                 f"{runs_dir / set_name}: expected the duets of a `pr` run (head-<k>.json and "
