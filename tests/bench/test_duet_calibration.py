@@ -523,3 +523,24 @@ def test_aa_pr_runs_refuses_what_is_not_a_pr_run_with_a_fix(tmp_path, capsys):
         main(["aa", "--pr-runs", str(tmp_path / "aa1"), "--pr-runs", str(tmp_path / "solo")]) == 2
     )
     assert "expected the duets of a `pr` run" in capsys.readouterr().err
+
+
+def test_aa_pr_runs_refuses_a_run_that_compared_two_trees(tmp_path, capsys):
+    """A `make bench` of a real change (or of uncommitted edits) is no A/A run: pooled,
+    its change would widen the spreads and hide that change in later runs."""
+    rng = np.random.default_rng(24)
+    _write_pr_run(tmp_path / "aa0", rng)
+    runs = tmp_path / "real" / "build" / "rlpace-bench" / "runs" / "cpu"
+    _write_duets(runs, rng, QUIET, 2, meta={**META, "git_commit": "b" * 40})
+    for head in runs.glob("head-*.json"):
+        head.write_text(head.read_text().replace("b" * 40, "a" * 40))
+    args = ["aa", "--pr-runs", str(tmp_path / "aa0"), "--pr-runs", str(tmp_path / "real")]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert f"got head {'a' * 40} against base {'b' * 40}" in err and "Fix:" in err
+    for head in runs.glob("head-*.json"):  # the same commit, but edits not committed
+        doc = json.loads(head.read_text())
+        doc["machine_info"]["rlpace"].update(git_commit="b" * 40, git_dirty=True)
+        head.write_text(json.dumps(doc))
+    assert main(args) == 2
+    assert "with uncommitted changes" in capsys.readouterr().err

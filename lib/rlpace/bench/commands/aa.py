@@ -438,6 +438,25 @@ def _pr_run_duets(dirs: Sequence[Path], set_name: str) -> list:
                 "base-<k>.json), found none: did its count tier run (duets need it)? Fix: "
                 "pass a run whose comment says its timed cases ran as duets"
             )
+        head_tree, base_tree = _tree(heads[0]), _tree(bases[0])
+        if head_tree[1] or (head_tree[0] and base_tree[0] and head_tree[0] != base_tree[0]):
+            raise BenchInputError(
+                f"{given}: expected an A/A `pr` run (head the base commit, nothing "
+                f"uncommitted), got head {head_tree[0] or '?'}"
+                f"{' with uncommitted changes' if head_tree[1] else ''} against base "
+                f"{base_tree[0] or '?'}: its real changes would be pooled as noise. Fix: "
+                "pass only runs of `make bench` on a clean checkout of its base (BASE=HEAD)"
+            )
         confirm = _paired(runs_dir / f"{set_name}-confirm")
         runs.append(PrRunDuets(str(given), heads, bases, *confirm))
     return runs
+
+
+def _tree(path: Path) -> tuple[str, bool]:
+    """``(git commit, uncommitted changes)`` a result file's run recorded (``""``,
+    False where it recorded none, as files of other tools do)."""
+    try:
+        info = json.loads(path.read_text(encoding="utf-8"))["machine_info"]["rlpace"]
+        return str(info.get("git_commit") or ""), bool(info.get("git_dirty"))
+    except (OSError, ValueError, KeyError, TypeError):
+        return "", False  # unreadable: load_results names the problem when it reads it
