@@ -15,6 +15,9 @@ calibration's run spreads do (:meth:`rlpace.bench.gates.NoiseModel.priors`).
 writes them). It also judges random splits of the pool as ``pr`` runs them (``repeats``
 pairs, a flag confirmed on ``repeats`` others) with a prior from the *remaining* pairs,
 so the file carries a held-out false-alarm count not fitted on the judged runs.
+:func:`duet_calibration_from_pr_runs` pools instead the duets that whole A/A ``pr``
+runs left (:class:`PrRunDuets`) and leaves one run out at a time: each run's own duets
+judged as its ``pr`` run judged them, with a prior from the other runs' duets.
 
 Example:
     >>> cal = DuetCalibration("cpu", 12, {"t.py::a": (5.0, 12)}, repeats=4, family_size=1)
@@ -60,9 +63,9 @@ __all__ = [
 DUET_FORMAT = "rlpace-bench-duet-calibration"
 DUET_VERSION = 1
 MIN_POOL_PAIRS = 3
+"""Fewest pairs of a benchmark that give it a prior (two degrees of freedom)."""
 HELD_OUT_BY = ("split", "run")
 """What a duet calibration's held-out check judged (:attr:`DuetCalibration.held_out_by`)."""
-"""Fewest pairs of a benchmark that give it a prior (two degrees of freedom)."""
 _NO_SPREAD = 1e-6
 """A pair spread (%) below this is rounding of equal ratios: no spread at all."""
 
