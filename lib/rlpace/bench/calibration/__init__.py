@@ -35,7 +35,9 @@ The package follows the data, one private module per step: ``_config`` (what to
 run, :class:`CalibrationConfig`), ``_pool`` (running the pool,
 :func:`run_calibration`), ``_analysis`` (the figures from typed results tables,
 :func:`analyse_pool`), ``_records`` (the versioned records and their one serialiser,
-:class:`Calibration`). Markdown is
+:class:`Calibration`); for duets, ``_duets`` (the duet calibration and its held-out
+checks) and ``_duet_dirs`` (reading back the directories ``pr`` and ``aa --duets``
+leave them in). Markdown is
 :mod:`rlpace.bench.render_calibration`'s job; the gate maths is :mod:`rlpace.bench.gates`.
 
 Example:
