@@ -261,16 +261,10 @@ def _duets(args: argparse.Namespace, settings: Any) -> int:
     def judge_split(split, prior) -> tuple[bool, bool]:
         judge = judge_with(prior)
         (heads, bases), (again_h, again_b) = split
-        verdicts = judge.judge(
-            merge_runs([load(p) for p in heads]), merge_runs([load(p) for p in bases])
-        )
+        verdicts = judge.judge(merged(heads), merged(bases))
         if not judge.flagged(verdicts):
             return False, False
-        again = judge.confirm(
-            verdicts,
-            merge_runs([load(p) for p in again_h]),
-            merge_runs([load(p) for p in again_b]),
-        )
+        again = judge.confirm(verdicts, merged(again_h), merged(again_b))
         return True, bool(judge.flagged(again))
 
     common = dict(
