@@ -5,6 +5,8 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.rlpace-installed
 BASE   ?= HEAD
 SETS   ?= cpu
+# minutes `make bench` may take after .venv before its extra duets stop (BUDGET= : none)
+BUDGET ?= 13
 
 .PHONY: venv test lint bench bench-quick asv learn docs clean
 
@@ -28,7 +30,8 @@ test: lint
 
 ## The main job: this working tree against $(BASE), CPU set, report under reports/pr/.
 bench: $(STAMP)
-	$(PY) -m rlpace.bench pr --base $(BASE) --sets $(SETS) --out-dir reports/pr
+	$(PY) -m rlpace.bench pr --base $(BASE) --sets $(SETS) --out-dir reports/pr \
+		$(if $(strip $(BUDGET)),--time-budget $(BUDGET))
 
 bench-quick: $(STAMP)
 	$(PY) -m rlpace.bench pr --base $(BASE) --sets $(SETS) --out-dir reports/pr --quick

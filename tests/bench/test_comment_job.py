@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -347,4 +348,31 @@ def test_a_variance_prior_of_infinite_degrees_of_freedom_survives_the_record():
     assert again[0] == pytest.approx(prior[0]) and again[1] == math.inf
     data["variance_prior"] = [None, 3]
     with pytest.raises(BenchInputError, match="variance_prior"):
+        record_from_dict(data, source="cpu.json")
+
+
+def test_what_a_time_budget_cut_survives_the_record_and_the_comment_says_it():
+    """``pr --time-budget`` records what it cut; the trusted job accepts exactly that
+    shape, re-renders the sentence from it, and refuses a field it does not know."""
+    from rlpace.bench.compare import BenchmarkChange, Comparison, Verdict
+    from rlpace.bench.comparison_record import record_from_dict
+    from rlpace.bench.render import render_report
+
+    row = BenchmarkChange(
+        "t.py::test_a", "test_a", Verdict.UNCHANGED, head_median=1.0, base_median=1.0,
+        median_change_pct=0.5, change_pct=0.5, method="paired", head_runs=4, base_runs=4,
+    )  # fmt: skip
+    cut = {"budget_min": 13.0, "planned_duets": 6, "ran_duets": 2, "short": 3}
+    data = json.loads(json.dumps(Comparison(rows=(row,), paired=4, time_budget=cut).to_dict()))
+    data["pipeline"] = {"set": "cpu"}
+    rebuilt = record_from_dict(data, source="cpu.json").comparison
+    assert rebuilt.time_budget == cut
+    text = render_report(rebuilt)
+    assert (
+        "The time budget (13 min) stopped the extra duets after 2 of 6: 3 benchmarks got "
+        "fewer pairs than planned" in text
+    )
+    assert "time budget" not in render_report(replace(rebuilt, time_budget=None))
+    data["time_budget"]["note"] = "[x](https://evil.example)"
+    with pytest.raises(BenchInputError, match="time_budget"):
         record_from_dict(data, source="cpu.json")

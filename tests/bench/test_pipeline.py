@@ -236,6 +236,9 @@ def test_config_rejects_bad_input():
         PipelineConfig(confirm=-1)
     with pytest.raises(BenchInputError, match="--max-pairs: expected duets per case >= 0"):
         PipelineConfig(max_pairs=-2)
+    for bad in (0.0, -13.0, float("nan"), float("inf")):
+        with pytest.raises(BenchInputError, match="--time-budget: expected minutes > 0"):
+            PipelineConfig(time_budget=bad)
     for bad in (0, (), (5.0, 100.0), ("5",)):
         with pytest.raises(BenchInputError, match="detect_pct: expected slow-downs in %"):
             PipelineConfig(detect_pct=bad)
@@ -504,6 +507,50 @@ def test_with_counts_on_wall_clock_cases_run_as_duets_judged_pair_by_pair(
         assert compared[name]["verdict"] == ("worsened" if row["confirmed"] else row["verdict"])
         for key in ("median_change_pct", "noise_pct", "run_noise_pct", "q_value", "mdc_pct"):
             assert compared[name][key] == row[key], (name, key)
+
+
+@pytest.mark.skipif(
+    shutil.which("valgrind") is None or shutil.which("gcc") is None,
+    reason="valgrind or gcc is not installed: the count tier, and with it the duets, is off",
+)
+def test_a_spent_time_budget_cuts_the_extra_duets_and_the_comment_says_so(
+    tiny_repo, tmp_path, monkeypatch
+):
+    """A budget already spent when the extra duets come: every case still gets its
+    planned 2 x repeats pairs and a flag its confirmation, but the case whose A/A pairs
+    spread wide gets none of the 2 more it was planned, and the comment and the record
+    say what was cut."""
+    from rlpace.bench.calibration import DuetCalibration
+
+    monkeypatch.chdir(tiny_repo)
+    _checked_in_calibration(tiny_repo)
+    duets = DuetCalibration(
+        "cpu", 12, {f"tests/benchmarks/test_tiny.py::{n}": (s, 12) for n, s in
+                    (("test_steady", 6.0), ("test_touched", 2.0))}, created="2026-12-02T06:00",
+    )  # fmt: skip
+    duets_file = tiny_repo / "reports" / "calibration" / "cpu-duets.json"
+    duets_file.write_text(json.dumps(duets.to_dict()))
+    _check_in_at_base(tiny_repo)
+    code = cli_main(
+        ["pr", "--base", "HEAD~1", "--repeats", "2", "--max-time", "0.05", "--threshold", "25"]
+        + ["--cache-dir", str(tmp_path / "cache"), "--time-budget", "0.001"]
+    )
+    assert code == 0
+    data = json.loads((tiny_repo / "reports" / "pr" / "cpu.json").read_text())
+    rows = {row["name"]: row for row in data["rows"]}
+    assert (rows["test_steady"]["head_runs"], rows["test_touched"]["head_runs"]) == (4, 4)
+    assert rows["test_touched"]["confirmed"] is True
+    assert [s["repeats"] for s in data["pipeline"]["extension"]] == [2]
+    assert data["time_budget"] == {
+        "budget_min": 0.001, "planned_duets": 2, "ran_duets": 0, "short": 1
+    }  # fmt: skip
+    assert not (tmp_path / "cache" / "runs" / "cpu-extend-2" / "head-0.json").exists()
+    comment = (tiny_repo / "reports" / "pr" / "cpu.md").read_text()
+    assert (
+        "The time budget (0.001 min) stopped the extra duets after 0 of 2: 1 benchmark got "
+        "fewer pairs than planned" in comment
+    )
+    assert "whose A/A pairs spread wider got" not in comment
 
 
 def test_a_pull_request_cannot_widen_its_own_gates(tiny_repo, tmp_path, monkeypatch):
@@ -921,6 +968,89 @@ def test_extension_stages_leave_the_controls_at_the_first_pairs(write_json):
         (2, ("t.py::calm", "t.py::wide", "t.py::wider", "t.py::hopeless", "t.py::declared"))
     ]
     assert _extension_stages(duets, runs, 4, 4, PipelineConfig(max_pairs=0)) == []
+
+
+def test_a_deadline_starts_a_repeat_only_when_it_is_expected_to_fit(monkeypatch):
+    """Each repeat's two runs go together or not at all, and the next one starts only
+    while now plus the mean time of the repeats so far is within the deadline."""
+    import types
+
+    import rlpace.bench.pipeline as pipeline
+    from rlpace.bench.runner import RunOutcome
+
+    now = [100.0]
+    monkeypatch.setattr(pipeline, "time", types.SimpleNamespace(monotonic=lambda: now[0]))
+    ran = []
+
+    def one(k, side, cpu=None, sync=None):
+        now[0] += 10.0  # every run takes 10 s: a sequential repeat 20 s
+        ran.append((k, side))
+        return RunOutcome(returncode=0, output=Path(f"{side}-{k}.json"), benchmarks=1)
+
+    # 0 s, then 20, then 40: a third repeat would end at 60, past 145 - 100 = 45 s
+    got = list(pipeline._outcomes(one, 6, duet=False, deadline=145.0))
+    assert [(k, side) for k, side, _ in got] == ran == abba_schedule(2)
+    ran.clear()
+    # before any repeat ran, the estimate decides: 30 s do not fit in 25
+    assert list(pipeline._outcomes(one, 6, duet=False, deadline=now[0] + 25, estimate=30)) == []
+    assert ran == []
+    # a duet's two runs run at once; none starts past the deadline
+    assert list(pipeline._outcomes(one, 6, duet=True, deadline=now[0] - 1)) == []
+    assert ran == []
+    # no deadline: every repeat
+    assert len(list(pipeline._outcomes(one, 3, duet=False))) == 6
+
+
+def test_a_time_budget_cuts_only_the_duets_past_the_planned_pairs():
+    """The stage that brings every timed case to its planned pairs runs whatever the
+    budget; later stages run only while their duets fit, and once one is cut, the rest
+    are too; what was cut is counted for the comment."""
+    from rlpace.bench.pipeline import SideRuns, _extend
+
+    calls = []
+
+    def run_stage(stage, names, repeats, deadline, estimate):
+        i = int(stage.removeprefix("extend-"))
+        calls.append((i, names, repeats, deadline, estimate))
+        ran = repeats if deadline is None else 1 if i == 2 else 0  # the budget ends in stage 2
+        return SideRuns("cpu", (Path("b.json"),) * ran, (Path("h.json"),) * ran)
+
+    stages = [(2, ("a", "b", "c")), (3, ("a", "b")), (4, ("a",))]
+    runs, cut = _extend(stages, run_stage, first=2, planned=4, deadline=50.0, estimate=12.0)
+    assert [(i, until) for i, _n, _p, until, _e in calls] == [(1, None), (2, 50.0)]
+    assert calls[1][1:3] == (["a", "b"], 3)
+    assert calls[0][4] == 12.0 and calls[1][4] < 12.0  # stage 2 expects stage 1's duets
+    assert [(r.repeats, names) for r, names in runs] == [(2, ("a", "b", "c")), (1, ("a", "b"))]
+    assert cut == {"planned_duets": 7, "ran_duets": 1, "short": 2}
+    calls.clear()
+    runs, cut = _extend(stages, run_stage, first=2, planned=4, deadline=None, estimate=12.0)
+    assert [until for *_x, until, _e in calls] == [None] * 3 and cut is None
+    assert [r.repeats for r, _ in runs] == [2, 3, 4]
+
+
+def test_the_planned_pairs_are_a_stage_of_their_own(write_json):
+    """When every timed case needs more than the planned pairs, the duets up to them
+    still form a stage of their own, so that a time budget cuts only the ones past."""
+    from rlpace.bench.calibration import DuetCalibration
+    from rlpace.bench.pipeline import SideRuns, _extension_stages
+
+    rows = [
+        {"fullname": f"t.py::{n}", "params": {"impl": "rlpace"},
+         "extra_info": {"timer": "wall"}, "stats": {"data": [1.0, 1.1, 1.0]}}
+        for n in ("calm", "wider")
+    ]  # fmt: skip
+    first = write_json({"version": "5.1.0", "benchmarks": rows})
+    duets = DuetCalibration(
+        "cpu", 16, {"t.py::calm": (2.0, 16), "t.py::wider": (7.7, 16)}, repeats=4, family_size=23
+    )
+    stages = _extension_stages(
+        duets, SideRuns("cpu", (first,), (first,)), 2, 4, PipelineConfig(max_pairs=16)
+    )
+    assert stages == [
+        (2, ("t.py::calm", "t.py::wider")),  # the planned 4 pairs
+        (1, ("t.py::calm", "t.py::wider")),  # 2.0 % sees 5 % in 5 pairs
+        (10, ("t.py::wider",)),  # 7.7 %: 15 pairs for 10 %
+    ]
 
 
 def test_a_pr_run_clears_the_stage_directories_an_earlier_run_left(tmp_path):

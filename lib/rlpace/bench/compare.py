@@ -335,6 +335,10 @@ class Comparison:
     """How widely this run's duet pairs spread against the A/A duets that lent them
     their priors (:func:`pair_spread_summary`; None: no benchmark was judged pair by pair
     with such a prior). A busy machine shows here first: ``ratio`` well above 1."""
+    time_budget: Mapping[str, Any] | None = None
+    """What ``pr``'s time budget cut (None: nothing, or no budget): ``budget_min``, the
+    extra duets it had planned past ``2 × repeats`` pairs (``planned_duets``) and ran
+    (``ran_duets``), and how many cases got fewer pairs than planned (``short``)."""
 
     def by_verdict(self, verdict: Verdict) -> tuple[BenchmarkChange, ...]:
         """The rows with this verdict, in row order.
@@ -471,6 +475,7 @@ class Comparison:
             "calibration_changes": list(self.calibration_changes),
             "count_tier": None if self.count_tier is None else _jsonable(dict(self.count_tier)),
             "pair_spread": _jsonable(self.pair_spread),
+            "time_budget": _jsonable(self.time_budget),
             "rows": rows,
         }
 

@@ -296,6 +296,18 @@ _PAIR_SPREAD = {
     "additionalProperties": False,
 }
 
+_TIME_BUDGET = {
+    "type": "object",
+    "required": ["budget_min", "planned_duets", "ran_duets", "short"],
+    "properties": {
+        "budget_min": {"type": "number", "exclusiveMinimum": 0, "maximum": 100_000},
+        "planned_duets": _COUNT,
+        "ran_duets": _COUNT,
+        "short": _COUNT,
+    },
+    "additionalProperties": False,
+}
+
 _PIPELINE = {
     "type": "object",
     "required": ["set"],
@@ -337,6 +349,7 @@ COMPARISON_SCHEMA: dict[str, Any] = {
         "calibration_changes": {"type": "array", "maxItems": 16, "items": _text(300)},
         "count_tier": {"anyOf": [{"type": "null"}, _COUNT_TIER]},
         "pair_spread": {"anyOf": [{"type": "null"}, _PAIR_SPREAD]},
+        "time_budget": {"anyOf": [{"type": "null"}, _TIME_BUDGET]},
         "rows": {"type": "array", "maxItems": MAX_ROWS, "items": _ROW},
         "pipeline": _PIPELINE,
     },
@@ -593,5 +606,6 @@ def _comparison(data: Mapping[str, Any]) -> Comparison:
         else dict(data["duet_calibration"]),
         "calibration_changes": tuple(str(p) for p in data.get("calibration_changes") or ()),
         "pair_spread": None if data.get("pair_spread") is None else dict(data["pair_spread"]),
+        "time_budget": None if data.get("time_budget") is None else dict(data["time_budget"]),
     }
     return Comparison(**_rebuilt(Comparison, data, special))

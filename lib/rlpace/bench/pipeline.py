@@ -47,6 +47,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import math
 import os
@@ -54,6 +55,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -179,6 +181,14 @@ class PipelineConfig:
     detect_pct: tuple[float, ...] = (5.0, 10.0)
     """The slow-downs (%), in order of preference, the extra duets of :attr:`max_pairs`
     are planned to detect at 90 % power (judged at :attr:`paired_threshold`)."""
+    time_budget: float | None = None
+    """Minutes the whole ``pr`` call may take (its base checkout and environment
+    included) before the extra duets stop: the duets a timed case gets past ``2 ×
+    repeats`` (:attr:`max_pairs`) start only while the next one is expected to end
+    within the budget, judged by the duets timed so far. The counting, the first
+    duets and the confirmation always run, so a slow machine can still overrun it;
+    the comment says how many extra duets the budget cut and for how many cases.
+    None: no budget."""
     counts: bool = True
     """Count the CPU set's single-process cases under Callgrind first, base and head
     side by side (:mod:`rlpace.bench.counts`): a count regression is flagged whatever
@@ -193,6 +203,11 @@ class PipelineConfig:
         if self.confirm < 0:
             raise BenchInputError(
                 f"--confirm: expected runs per side >= 0 (0: no confirmation), got {self.confirm}"
+            )
+        if self.time_budget is not None and not 0 < self.time_budget < math.inf:
+            raise BenchInputError(
+                f"--time-budget: expected minutes > 0, got {self.time_budget}; fix: e.g. "
+                "--time-budget 13, or leave it out for no budget"
             )
         if self.max_pairs < 0:
             raise BenchInputError(
@@ -290,6 +305,8 @@ def run_interleaved(
     count_work: bool = True,
     count_controls: bool = False,
     duet_sync: bool = True,
+    deadline: float | None = None,
+    estimate: float = 0.0,
 ) -> SideRuns:
     """Run ``set_name`` ``repeats`` times per side, ABBA, each in a fresh process.
 
@@ -318,9 +335,17 @@ def run_interleaved(
             (:mod:`rlpace.bench.duet_sync`) when both trees' suite plugins take part
             (a base from before it does not); False lets them drift apart (a
             measurement of what the rendezvous buys).
+        deadline: a :func:`time.monotonic` time no repeat may be expected to run past
+            (a time budget): a repeat starts only while ``now`` plus the mean time of
+            this call's repeats so far (``estimate`` before the first) is before it;
+            the first one that would not fit ends the runs, so fewer than ``repeats``
+            may come back. None: every repeat runs.
+        estimate: seconds a repeat is expected to take before one has run here (a
+            duet of the same cases or more, timed earlier).
 
     Returns:
-        The result files per side. When the first base/head pair timed nothing
+        The result files per side, fewer than ``repeats`` (none, even) when
+        ``deadline`` stopped them. When the first base/head pair timed nothing
         (every case skipped, e.g. no CUDA), stops there with ``skipped`` set.
 
     Raises:
@@ -360,7 +385,10 @@ def run_interleaved(
     meet = duet_sync and all(
         plugin_meets(Path(tree) / SUITE_DIR / "conftest.py") for tree, _ in sides.values()
     )
-    for k, side, outcome in _outcomes(one, repeats, duet, runs_dir if meet else None):
+    outcomes = _outcomes(
+        one, repeats, duet, runs_dir if meet else None, deadline=deadline, estimate=estimate
+    )
+    for k, side, outcome in outcomes:
         tree, python = sides[side]
         output = runs_dir / f"{side}-{k}.json"
         if not output.is_file():
@@ -386,15 +414,31 @@ def run_interleaved(
 
 
 def _outcomes(
-    one: Callable[..., RunOutcome], repeats: int, duet: bool, meet_in: Path | None = None
+    one: Callable[..., RunOutcome],
+    repeats: int,
+    duet: bool,
+    meet_in: Path | None = None,
+    *,
+    deadline: float | None = None,
+    estimate: float = 0.0,
 ) -> Iterator[tuple[int, str, RunOutcome]]:
     """``(k, side, outcome)`` of each run, in schedule order: ABBA one at a time, or as a
     duet both sides of a repeat at once, each on a CPU of its own (when there are two),
     meeting before each case in a directory of their own under ``meet_in``
-    (None: they do not meet)."""
+    (None: they do not meet). A repeat starts only while it is expected to end before
+    ``deadline`` (:func:`run_interleaved`)."""
+    clock = _RepeatClock(deadline, estimate)
     if not duet:
-        for k, side in abba_schedule(repeats):
-            yield k, side, one(k, side)
+        schedule = abba_schedule(repeats)
+        for i, (k, side) in enumerate(schedule):
+            if i == 0 or schedule[i - 1][0] != k:  # a repeat's two runs go together
+                if not clock.fits():
+                    return
+                clock.start()
+            outcome = one(k, side)
+            if i + 1 == len(schedule) or schedule[i + 1][0] != k:
+                clock.stop()
+            yield k, side, outcome
         return
     from concurrent.futures import ThreadPoolExecutor
 
@@ -403,6 +447,9 @@ def _outcomes(
     with ThreadPoolExecutor(max_workers=2) as pool:
         try:
             for k in range(repeats):
+                if not clock.fits():
+                    return
+                clock.start()
                 # which side each core gets alternates too, so a faster core favours neither
                 order = ("base", "head") if k % 2 == 0 else ("head", "base")
                 with contextlib.ExitStack() as stack:
@@ -418,6 +465,7 @@ def _outcomes(
                         for i, side in enumerate(order)
                     }
                     done = {side: futures[side].result() for side in order}
+                clock.stop()
                 for side in order:
                     yield k, side, done[side]
         except BaseException:
@@ -425,6 +473,40 @@ def _outcomes(
             # in the pool's threads stop now, instead of the pool waiting for them
             stop_runs()
             raise
+
+
+class _RepeatClock:
+    """Whether another repeat fits before a deadline, from the repeats timed so far.
+
+    Example:
+        >>> clock = _RepeatClock(time.monotonic() + 60, estimate=30)
+        >>> clock.fits()
+        True
+        >>> _RepeatClock(time.monotonic() + 60, estimate=90).fits()
+        False
+    """
+
+    def __init__(self, deadline: float | None, estimate: float = 0.0) -> None:
+        self.deadline, self.estimate = deadline, estimate
+        self.took: list[float] = []
+        self._since: float | None = None
+
+    def fits(self) -> bool:
+        """No deadline, or now plus a repeat's expected time is before it."""
+        if self.deadline is None:
+            return True
+        expected = sum(self.took) / len(self.took) if self.took else self.estimate
+        return time.monotonic() + expected <= self.deadline
+
+    def start(self) -> None:
+        """A repeat starts."""
+        self._since = time.monotonic()
+
+    def stop(self) -> None:
+        """The repeat started last ended."""
+        if self._since is not None:
+            self.took.append(time.monotonic() - self._since)
+            self._since = None
 
 
 @dataclass(frozen=True)
@@ -502,6 +584,7 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
     from rlpace.bench.environment import require_compatible_runs
     from rlpace.bench.results import load_results, merge_runs
 
+    deadline = None if config.time_budget is None else time.monotonic() + 60 * config.time_budget
     repo = repository_root(config.repo)
     if not suite_present(repo):
         raise BenchInputError(
@@ -601,6 +684,7 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
                 duet=True,
                 count_controls=not judge.same_packages,
             )
+        first_started = time.monotonic()
         runs = run_interleaved(
             set_name=set_name,
             sides=sides,
@@ -618,6 +702,7 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
             _extension_stages(judge.duets, runs, first_pairs, wall_repeats, config) if split else []
         )
         extension: list[tuple[SideRuns, tuple[str, ...]]] = []
+        budget_cut = None
         if stages:
             # duets of just the cases that need more pairs, appended pair by pair to
             # the first ones; each stage drops the cases that have enough
@@ -625,12 +710,27 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
                 progress.extend_started(
                     set_name, len(stages[0][1]), 2 * sum(pairs for pairs, _ in stages)
                 )
-            for i, (pairs, names) in enumerate(stages, start=1):
-                stage_runs = _again(
-                    set_name, sides, cache, config, progress, f"extend-{i}", list(names),
-                    pairs, _pass_env(environ, "timed"), duet=True,
-                )  # fmt: skip
-                extension.append((stage_runs, names))
+            extension, budget_cut = _extend(
+                stages,
+                functools.partial(
+                    _again,
+                    set_name,
+                    sides,
+                    cache,
+                    config,
+                    progress,
+                    environ=_pass_env(environ, "timed"),
+                    duet=True,
+                ),
+                first=first_pairs,
+                planned=wall_repeats,
+                deadline=deadline,
+                estimate=(time.monotonic() - first_started) / max(runs.repeats, 1),
+            )
+            if budget_cut is not None:
+                budget_cut["budget_min"] = config.time_budget
+                if progress is not None:
+                    progress.extend_cut(set_name, budget_cut)
         wall = {
             side: (*getattr(runs, side), *(p for r, _ in extension for p in getattr(r, side)))
             for side in ("head", "base")
@@ -678,7 +778,7 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
             from rlpace.bench.counts.tier import apply_count_tier
 
             comparison = apply_count_tier(comparison, count_tier)
-        comparison = replace(comparison, calibration_changes=tuple(changed))
+        comparison = replace(comparison, calibration_changes=tuple(changed), time_budget=budget_cut)
         outcomes.append(
             _write_reports(
                 out_dir,
@@ -723,9 +823,12 @@ def _again(
     environ: Mapping[str, Mapping[str, str]],
     *,
     duet: bool,
+    deadline: float | None = None,
+    estimate: float = 0.0,
 ) -> SideRuns:
     """Fresh runs of just ``names`` after the first ones (extra duets, a confirmation),
-    into ``<cache>/runs/<set>-<stage>``."""
+    into ``<cache>/runs/<set>-<stage>``; fewer than ``repeats`` when ``deadline`` stops
+    them (:func:`run_interleaved`)."""
     return run_interleaved(
         set_name=set_name,
         sides=sides,
@@ -737,7 +840,74 @@ def _again(
         select=names,
         duet=duet,
         count_work=False,  # the judge reads the work counts of the first runs
+        deadline=deadline,
+        estimate=estimate,
     )
+
+
+def _extend(
+    stages: Sequence[tuple[int, tuple[str, ...]]],
+    run_stage: Callable[..., SideRuns],
+    *,
+    first: int,
+    planned: int,
+    deadline: float | None,
+    estimate: float,
+) -> tuple[list[tuple[SideRuns, tuple[str, ...]]], dict[str, object] | None]:
+    """Run the extra duets' ``stages`` (:func:`_extension_stages`) in order, the
+    duets past ``planned`` pairs a case only while they fit before ``deadline``.
+
+    ``run_stage(stage=, names=, repeats=, deadline=, estimate=)`` runs ``repeats``
+    duets of ``names`` as stage ``extend-<i>`` (:func:`_again`); ``estimate`` is the
+    seconds a duet is expected to take (the last stage's mean, which timed the same
+    cases or more; before any, ``estimate`` here: a first duet's). Returns each
+    stage that ran with its cases, and what the budget cut (None: nothing):
+    ``planned_duets`` and ``ran_duets`` of the duets past ``planned`` pairs, and
+    ``short``, the cases that got fewer pairs than planned.
+
+    Example:
+        >>> def ran(stage, names, repeats, deadline, estimate):
+        ...     return SideRuns("cpu", (Path("b"),) * repeats, (Path("h"),) * repeats)
+        >>> stages = [(2, ("a", "b")), (3, ("b",))]
+        >>> runs, cut = _extend(stages, ran, first=2, planned=4, deadline=None, estimate=9)
+        >>> [r.repeats for r, _ in runs], cut
+        ([2, 3], None)
+        >>> def spent(stage, names, repeats, deadline, estimate):  # the budget is spent
+        ...     n = repeats if deadline is None else 0
+        ...     return SideRuns("cpu", (Path("b"),) * n, (Path("h"),) * n)
+        >>> runs, cut = _extend(stages, spent, first=2, planned=4, deadline=0.0, estimate=9)
+        >>> [r.repeats for r, _ in runs], cut
+        ([2], {'planned_duets': 3, 'ran_duets': 0, 'short': 1})
+    """
+    extension: list[tuple[SideRuns, tuple[str, ...]]] = []
+    level, planned_duets, ran_duets, short, stopped = first, 0, 0, set(), False
+    for i, (pairs, names) in enumerate(stages, start=1):
+        level += pairs
+        elastic = deadline is not None and level > planned
+        if elastic:
+            planned_duets += pairs
+        if stopped:
+            short.update(names)
+            continue
+        started = time.monotonic()
+        stage_runs = run_stage(
+            stage=f"extend-{i}",
+            names=list(names),
+            repeats=pairs,
+            deadline=deadline if elastic else None,
+            estimate=estimate,
+        )
+        if stage_runs.repeats:
+            estimate = (time.monotonic() - started) / stage_runs.repeats
+            extension.append((stage_runs, names))
+        if elastic:
+            ran_duets += stage_runs.repeats
+            if stage_runs.repeats < pairs:  # the budget stopped it: the later stages too
+                stopped = True
+                short.update(names)
+    if not short:
+        return extension, None
+    return extension, {"planned_duets": planned_duets, "ran_duets": ran_duets, "short": len(short)}
 
 
 def _extension_stages(
@@ -777,7 +947,12 @@ def _extension_stages(
         if total > first:
             need[name] = total
     stages, done = [], first
-    for level in sorted(set(need.values())):
+    # the duets up to ``pairs`` a case are a stage of their own, so that a time budget
+    # (:attr:`PipelineConfig.time_budget`) cuts only the ones past them
+    levels = set(need.values())
+    if levels and first < pairs < max(levels):
+        levels.add(pairs)
+    for level in sorted(levels):
         stages.append((level - done, tuple(n for n, k in need.items() if k >= level)))
         done = level
     return stages
@@ -1137,6 +1312,10 @@ class ProgressSink:
 
     def extend_started(self, set_name: str, benchmarks: int, runs: int) -> None:
         """``runs`` fresh processes give ``benchmarks`` timed cases extra duets."""
+
+    def extend_cut(self, set_name: str, cut: Mapping[str, object]) -> None:
+        """The time budget stopped the extra duets (``cut``: what
+        :attr:`rlpace.bench.compare.Comparison.time_budget` records)."""
 
     def run_finished(self, repeat: int, side: str, outcome: RunOutcome) -> None:
         """One run ended."""

@@ -8,7 +8,7 @@ Example:
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from rlpace.bench.pipeline import BaseCheckout, PipelineConfig, ProgressSink, SetOutcome
@@ -105,6 +105,17 @@ class RichProgress(ProgressSink):
     def extend_started(self, set_name: str, benchmarks: int, runs: int) -> None:
         cases = f"{benchmarks} timed case{'s' if benchmarks != 1 else ''}"
         self.task = self.progress.add_task(f"{set_name} set, more duets of {cases}", total=runs)
+
+    def extend_cut(self, set_name: str, cut: Mapping[str, Any]) -> None:
+        if self.task is not None:  # the bar ends where the budget stopped it
+            self.progress.update(self.task, total=self.progress.tasks[-1].completed)
+        self.console.print(
+            f"  the time budget ({cut['budget_min']:g} min) stopped the extra duets after "
+            f"{cut['ran_duets']} of {cut['planned_duets']}; {cut['short']} timed cases got "
+            "fewer pairs than planned",
+            markup=False,
+            style="yellow",
+        )
 
     def run_finished(self, repeat: int, side: str, outcome: RunOutcome) -> None:
         if self.task is not None:

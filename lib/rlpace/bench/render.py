@@ -585,7 +585,7 @@ def paired_text(comparison: Comparison) -> str:
         "duets, to see a smaller change."
         if more
         else ""
-    )
+    ) + _budget_text(comparison.time_budget)
     pool = comparison.duet_calibration
     if not pool:
         return text + "." + extended
@@ -624,6 +624,27 @@ def paired_text(comparison: Comparison) -> str:
             f"`rlpace-bench aa --duets {pool['pairs']}` here."
         )
     return text + _busy_text(comparison.pair_spread)
+
+
+def _budget_text(cut: Mapping[str, Any] | None) -> str:
+    """What the comment says of the extra duets ``pr``'s time budget cut
+    (:attr:`rlpace.bench.compare.Comparison.time_budget`), else nothing.
+
+    Example:
+        >>> print(_budget_text({"budget_min": 13, "planned_duets": 6, "ran_duets": 2,
+        ...                     "short": 5}))
+         ⏱️ The time budget (13 min) stopped the extra duets after 2 of 6: 5 benchmarks got fewer pairs than planned, so each could see only a larger change (see its detectable change).
+        >>> _budget_text(None)
+        ''
+    """
+    if not cut:
+        return ""
+    return (
+        f" ⏱️ The time budget ({cut['budget_min']:g} min) stopped the extra duets after "
+        f"{cut['ran_duets']} of {cut['planned_duets']}: "
+        f"{_plural(int(cut['short']), 'benchmark')} got fewer pairs than planned, so each "
+        "could see only a larger change (see its detectable change)."
+    )
 
 
 #: Today's pairs spreading this many times their A/A duets' (the median over the

@@ -50,6 +50,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "than 2 x repeats pairs to detect 5%% (else 10%%) gets as many as it needs up "
         "to this many (default 10; 0: none; the torchrl twins get the first repeats pairs)",
     )
+    parser.add_argument(
+        "--time-budget",
+        type=float,
+        default=None,
+        metavar="MIN",
+        help="minutes the whole run may take before the extra duets of --max-pairs stop "
+        "(each starts only while it is expected to end in time; counting, the first duets "
+        "and the confirmation always run; the comment says what was cut). Default: none; "
+        "`make bench` passes 13",
+    )
     parser.add_argument("--out-dir", default="reports/pr", help="where reports go")
     parser.add_argument(
         "--counts",
@@ -129,6 +139,7 @@ def main(args: argparse.Namespace) -> int:
         settings=settings,
         confirm=args.confirm,
         max_pairs=args.max_pairs,
+        time_budget=args.time_budget,
         counts=args.counts,
     )
     return run_pr_command(config, fail_on_regression=args.fail_on_regression)
