@@ -425,6 +425,27 @@ def test_a_flag_the_confirmation_does_not_repeat_is_noise(tmp_path, monkeypatch,
     assert data["pipeline"]["confirmation"] is None
 
 
+def _pr_with_a_duet_pool(repo: Path, tmp_path: Path, monkeypatch, *extra: str) -> int:
+    """``pr`` against the base commit with the count tier on, a calibration and the
+    pair spreads of 12 A/A duets checked in beside it (the steady case's 6 %, wide
+    enough to be planned 2 more pairs; the touched case's 2 %)."""
+    from rlpace.bench.calibration import DuetCalibration
+
+    monkeypatch.chdir(repo)
+    _checked_in_calibration(repo)
+    duets = DuetCalibration(
+        "cpu", 12, {f"tests/benchmarks/test_tiny.py::{n}": (s, 12) for n, s in
+                    (("test_steady", 6.0), ("test_touched", 2.0))}, created="2026-12-02T06:00",
+    )  # fmt: skip
+    duets_file = repo / "reports" / "calibration" / "cpu-duets.json"
+    duets_file.write_text(json.dumps(duets.to_dict()))
+    _check_in_at_base(repo)
+    return cli_main(
+        ["pr", "--base", "HEAD~1", "--repeats", "2", "--max-time", "0.05", "--threshold", "25"]
+        + ["--cache-dir", str(tmp_path / "cache"), *extra]
+    )
+
+
 @pytest.mark.skipif(
     shutil.which("valgrind") is None or shutil.which("gcc") is None,
     reason="valgrind or gcc is not installed: the count tier, and with it the duets, is off",
@@ -437,22 +458,7 @@ def test_with_counts_on_wall_clock_cases_run_as_duets_judged_pair_by_pair(
     calibration of sequential runs does not gate them; the case whose A/A pairs spread
     too wide to see 10 % in 4 pairs gets extra duets of its own; and `compare --paired`
     on the same files gives pr's first verdicts."""
-    from rlpace.bench.calibration import DuetCalibration
-
-    monkeypatch.chdir(tiny_repo)
-    _checked_in_calibration(tiny_repo)
-    # the pair spreads of 12 A/A duets, checked in beside the calibration
-    duets = DuetCalibration(
-        "cpu", 12, {f"tests/benchmarks/test_tiny.py::{n}": (s, 12) for n, s in
-                    (("test_steady", 6.0), ("test_touched", 2.0))}, created="2026-12-02T06:00",
-    )  # fmt: skip
-    duets_file = tiny_repo / "reports" / "calibration" / "cpu-duets.json"
-    duets_file.write_text(json.dumps(duets.to_dict()))
-    _check_in_at_base(tiny_repo)
-    code = cli_main(
-        ["pr", "--base", "HEAD~1", "--repeats", "2", "--max-time", "0.05", "--threshold", "25"]
-        + ["--cache-dir", str(tmp_path / "cache")]
-    )
+    code = _pr_with_a_duet_pool(tiny_repo, tmp_path, monkeypatch)
     assert code == 0
     data = json.loads((tiny_repo / "reports" / "pr" / "cpu.json").read_text())
     assert data["duet_calibration"]["source"] == "reports/calibration/cpu-duets.json"
@@ -514,28 +520,18 @@ def test_with_counts_on_wall_clock_cases_run_as_duets_judged_pair_by_pair(
     reason="valgrind or gcc is not installed: the count tier, and with it the duets, is off",
 )
 def test_a_spent_time_budget_cuts_the_extra_duets_and_the_comment_says_so(
-    tiny_repo, tmp_path, monkeypatch
+    tiny_repo, tmp_path, monkeypatch, capsys
 ):
     """A budget already spent when the extra duets come: every case still gets its
     planned 2 x repeats pairs and a flag its confirmation, but the case whose A/A pairs
     spread wide gets none of the 2 more it was planned, and the comment and the record
     say what was cut."""
-    from rlpace.bench.calibration import DuetCalibration
-
-    monkeypatch.chdir(tiny_repo)
-    _checked_in_calibration(tiny_repo)
-    duets = DuetCalibration(
-        "cpu", 12, {f"tests/benchmarks/test_tiny.py::{n}": (s, 12) for n, s in
-                    (("test_steady", 6.0), ("test_touched", 2.0))}, created="2026-12-02T06:00",
-    )  # fmt: skip
-    duets_file = tiny_repo / "reports" / "calibration" / "cpu-duets.json"
-    duets_file.write_text(json.dumps(duets.to_dict()))
-    _check_in_at_base(tiny_repo)
-    code = cli_main(
-        ["pr", "--base", "HEAD~1", "--repeats", "2", "--max-time", "0.05", "--threshold", "25"]
-        + ["--cache-dir", str(tmp_path / "cache"), "--time-budget", "0.001"]
-    )
+    code = _pr_with_a_duet_pool(tiny_repo, tmp_path, monkeypatch, "--time-budget", "0.001")
     assert code == 0
+    printed = capsys.readouterr()
+    assert "the time budget (0.001 min) stopped the extra duets after 0 of 2;" in (
+        printed.out + printed.err
+    )
     data = json.loads((tiny_repo / "reports" / "pr" / "cpu.json").read_text())
     rows = {row["name"]: row for row in data["rows"]}
     assert (rows["test_steady"]["head_runs"], rows["test_touched"]["head_runs"]) == (4, 4)

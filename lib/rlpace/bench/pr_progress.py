@@ -111,8 +111,8 @@ class RichProgress(ProgressSink):
             self.progress.update(self.task, total=self.progress.tasks[-1].completed)
         self.console.print(
             f"  the time budget ({cut['budget_min']:g} min) stopped the extra duets after "
-            f"{cut['ran_duets']} of {cut['planned_duets']}; {cut['short']} timed cases got "
-            "fewer pairs than planned",
+            f"{cut['ran_duets']} of {cut['planned_duets']}; {cut['short']} timed "
+            f"case{'s' if cut['short'] != 1 else ''} got fewer pairs than planned",
             markup=False,
             style="yellow",
         )
