@@ -1,9 +1,10 @@
 """The duet's rendezvous: both runs start timing each case together.
 
 The protocol is checked with two :class:`DuetSync` sides in threads; the plugin and the
-runner with two real pytest runs of a throwaway suite whose one side takes 1.5 s longer
+runner with two real pytest runs of a throwaway suite whose one side takes 3 s longer
 to set up a case: with the rendezvous both time it at the same moment, without it
-1.5 s apart.
+about 3 s apart (at least 1 s: a busy host starts one side's process up to a second or
+so later than the other's, which once brought 1.5 s of setup down to 0.91 s apart).
 """
 
 from __future__ import annotations
@@ -173,7 +174,7 @@ def _slow_setup_duet(tmp_path, base_root, head_root, sync=True):
 
     marks = {side: tmp_path / f"{side}.marks" for side in ("base", "head")}
     environ = {
-        "base": {"RLPACE_TEST_MARKS": str(marks["base"]), "RLPACE_TEST_SETUP_S": "1.5"},
+        "base": {"RLPACE_TEST_MARKS": str(marks["base"]), "RLPACE_TEST_SETUP_S": "3.0"},
         "head": {"RLPACE_TEST_MARKS": str(marks["head"])},
     }
     runs = run_interleaved(
