@@ -169,7 +169,7 @@ def _slow_setup_repo(path, plugin_text=None, cases=SLOW_SETUP):
 
 
 def _slow_setup_duet(tmp_path, base_root, head_root, sync=True):
-    from rlpace.bench.pipeline import run_interleaved
+    from rlpace.bench.interleave import run_interleaved
     from rlpace.bench.runner import RunSettings
 
     marks = {side: tmp_path / f"{side}.marks" for side in ("base", "head")}

@@ -14,15 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from rlpace.bench.cli import main as cli_main
-from rlpace.bench.errors import BenchInputError
-from rlpace.bench.pipeline import (
-    PipelineConfig,
+from rlpace.bench.base_revision import (
     PipelineError,
     checkout_base,
     prepare_base_python,
     requirements_hash,
 )
+from rlpace.bench.cli import main as cli_main
+from rlpace.bench.errors import BenchInputError
+from rlpace.bench.pipeline import PipelineConfig
 from rlpace.bench.runner import abba_schedule
 from rlpace.bench.stats import binomial_upper_bound
 
@@ -104,7 +104,7 @@ def test_a_duet_runs_both_sides_of_a_repeat_at_once_on_cores_of_their_own(tmp_pa
     import threading
     import time
 
-    from rlpace.bench.pipeline import _outcomes
+    from rlpace.bench.interleave import _outcomes
     from rlpace.bench.runner import RunOutcome
 
     running, most, pins, meets = set(), [0], [], {}
@@ -765,8 +765,8 @@ def test_the_printed_summary_gives_a_count_verdict_its_instructions_and_time():
     from rich.console import Console
 
     from rlpace.bench.compare import BenchmarkChange, Comparison, Verdict
-    from rlpace.bench.pipeline import SetOutcome
     from rlpace.bench.pr_progress import print_summary
+    from rlpace.bench.pr_reports import SetOutcome
 
     rows = (
         BenchmarkChange(
@@ -825,9 +825,9 @@ def test_pr_flags_a_wall_clock_case_whose_thread_launches_more_work(tmp_path, mo
 
     again, rerun = pipeline._again, []
 
-    def recording(set_name, sides, cache, config, progress, stage, names, *rest, **kw):
+    def recording(pr, stage, names, *rest, **kw):
         rerun.extend(names if stage == "confirm" else [])
-        return again(set_name, sides, cache, config, progress, stage, names, *rest, **kw)
+        return again(pr, stage, names, *rest, **kw)
 
     monkeypatch.setattr(pipeline, "_again", recording)
     repo = _pr_over(
@@ -923,7 +923,8 @@ def test_extension_stages_leave_the_controls_at_the_first_pairs(write_json):
     that could not reach the target within ``max_pairs`` gets no more than the others;
     counted rows are not extended."""
     from rlpace.bench.calibration import DuetCalibration
-    from rlpace.bench.pipeline import PipelineConfig, SideRuns, _extension_stages
+    from rlpace.bench.extra_duets import plan_stages
+    from rlpace.bench.interleave import SideRuns
 
     def row(name, impl=None, timer="wall", **extra):
         return {
@@ -945,25 +946,30 @@ def test_extension_stages_leave_the_controls_at_the_first_pairs(write_json):
     )
     runs = SideRuns("cpu", (first,), (first,))
     # planned for 10 % at a 5 % threshold: the plan before duets had a threshold of their own
-    tens = PipelineConfig(max_pairs=16, detect_pct=10.0, paired_threshold=5.0)
-    assert _extension_stages(duets, runs, 2, 4, tens) == [
+    tens = {"max_pairs": 16, "detect_pct": (10.0,), "paired_threshold": 5.0}
+    assert plan_stages(duets, runs, 2, 4, **tens) == [
         (2, ("t.py::calm", "t.py::wide", "t.py::wider", "t.py::hopeless", "t.py::declared")),
         (1, ("t.py::wide", "t.py::wider")),  # 4.3 % needs 5 pairs to see 10 %
         (10, ("t.py::wider",)),  # 7.7 % needs 15
     ]
     # the default: 5 % where max_pairs allow it, else 10 %, judged at the 2 % duet threshold
-    stages = _extension_stages(duets, runs, 2, 4, PipelineConfig(max_pairs=16))
+    stages = plan_stages(duets, runs, 2, 4, **_plan(PipelineConfig(max_pairs=16)))
     assert stages == [
         (2, ("t.py::calm", "t.py::wide", "t.py::wider", "t.py::hopeless", "t.py::declared")),
         (1, ("t.py::calm", "t.py::wide", "t.py::wider")),  # 2.0 % sees 5 % in 5 pairs
         (10, ("t.py::wider",)),  # 7.7 % sees no 5 % within 16 pairs: 15 for 10 %
     ]
     # without a calibration (or with max_pairs 0): the planned pairs only, twins left out
-    plain = _extension_stages(None, runs, 2, 4, PipelineConfig())
+    plain = plan_stages(None, runs, 2, 4, **_plan(PipelineConfig()))
     assert plain == [
         (2, ("t.py::calm", "t.py::wide", "t.py::wider", "t.py::hopeless", "t.py::declared"))
     ]
-    assert _extension_stages(duets, runs, 4, 4, PipelineConfig(max_pairs=0)) == []
+    assert plan_stages(duets, runs, 4, 4, **_plan(PipelineConfig(max_pairs=0))) == []
+
+
+def _plan(config):
+    """The settings of ``config`` the extra duets' plan reads."""
+    return {name: getattr(config, name) for name in ("max_pairs", "detect_pct", "paired_threshold")}
 
 
 def test_a_deadline_starts_a_repeat_only_when_it_is_expected_to_fit(monkeypatch):
@@ -971,11 +977,11 @@ def test_a_deadline_starts_a_repeat_only_when_it_is_expected_to_fit(monkeypatch)
     while now plus the mean time of the repeats so far is within the deadline."""
     import types
 
-    import rlpace.bench.pipeline as pipeline
+    import rlpace.bench.interleave as interleave
     from rlpace.bench.runner import RunOutcome
 
     now = [100.0]
-    monkeypatch.setattr(pipeline, "time", types.SimpleNamespace(monotonic=lambda: now[0]))
+    monkeypatch.setattr(interleave, "time", types.SimpleNamespace(monotonic=lambda: now[0]))
     ran = []
 
     def one(k, side, cpu=None, sync=None):
@@ -984,24 +990,25 @@ def test_a_deadline_starts_a_repeat_only_when_it_is_expected_to_fit(monkeypatch)
         return RunOutcome(returncode=0, output=Path(f"{side}-{k}.json"), benchmarks=1)
 
     # 0 s, then 20, then 40: a third repeat would end at 60, past 145 - 100 = 45 s
-    got = list(pipeline._outcomes(one, 6, duet=False, deadline=145.0))
+    got = list(interleave._outcomes(one, 6, duet=False, deadline=145.0))
     assert [(k, side) for k, side, _ in got] == ran == abba_schedule(2)
     ran.clear()
     # before any repeat ran, the estimate decides: 30 s do not fit in 25
-    assert list(pipeline._outcomes(one, 6, duet=False, deadline=now[0] + 25, estimate=30)) == []
+    assert list(interleave._outcomes(one, 6, duet=False, deadline=now[0] + 25, estimate=30)) == []
     assert ran == []
     # a duet's two runs run at once; none starts past the deadline
-    assert list(pipeline._outcomes(one, 6, duet=True, deadline=now[0] - 1)) == []
+    assert list(interleave._outcomes(one, 6, duet=True, deadline=now[0] - 1)) == []
     assert ran == []
     # no deadline: every repeat
-    assert len(list(pipeline._outcomes(one, 3, duet=False))) == 6
+    assert len(list(interleave._outcomes(one, 3, duet=False))) == 6
 
 
 def test_a_time_budget_cuts_only_the_duets_past_the_planned_pairs():
     """The stage that brings every timed case to its planned pairs runs whatever the
     budget; later stages run only while their duets fit, and once one is cut, the rest
     are too; what was cut is counted for the comment."""
-    from rlpace.bench.pipeline import SideRuns, _extend
+    from rlpace.bench.extra_duets import run_stages
+    from rlpace.bench.interleave import SideRuns
 
     calls = []
 
@@ -1012,14 +1019,16 @@ def test_a_time_budget_cuts_only_the_duets_past_the_planned_pairs():
         return SideRuns("cpu", (Path("b.json"),) * ran, (Path("h.json"),) * ran)
 
     stages = [(2, ("a", "b", "c")), (3, ("a", "b")), (4, ("a",))]
-    runs, cut = _extend(stages, run_stage, first=2, planned=4, deadline=50.0, estimate=12.0)
+    runs, cut = run_stages(
+        stages, run_stage, first=2, planned=4, deadline=50.0, estimate=12.0, budget_min=0.5
+    )
     assert [(i, until) for i, _n, _p, until, _e in calls] == [(1, None), (2, 50.0)]
     assert calls[1][1:3] == (["a", "b"], 3)
     assert calls[0][4] == 12.0 and calls[1][4] < 12.0  # stage 2 expects stage 1's duets
     assert [(r.repeats, names) for r, names in runs] == [(2, ("a", "b", "c")), (1, ("a", "b"))]
-    assert cut == {"planned_duets": 7, "ran_duets": 1, "short": 2}
+    assert cut == {"budget_min": 0.5, "planned_duets": 7, "ran_duets": 1, "short": 2}
     calls.clear()
-    runs, cut = _extend(stages, run_stage, first=2, planned=4, deadline=None, estimate=12.0)
+    runs, cut = run_stages(stages, run_stage, first=2, planned=4, deadline=None, estimate=12.0)
     assert [until for *_x, until, _e in calls] == [None] * 3 and cut is None
     assert [r.repeats for r, _ in runs] == [2, 3, 4]
 
@@ -1028,7 +1037,8 @@ def test_the_planned_pairs_are_a_stage_of_their_own(write_json):
     """When every timed case needs more than the planned pairs, the duets up to them
     still form a stage of their own, so that a time budget cuts only the ones past."""
     from rlpace.bench.calibration import DuetCalibration
-    from rlpace.bench.pipeline import SideRuns, _extension_stages
+    from rlpace.bench.extra_duets import plan_stages
+    from rlpace.bench.interleave import SideRuns
 
     rows = [
         {"fullname": f"t.py::{n}", "params": {"impl": "rlpace"},
@@ -1039,8 +1049,8 @@ def test_the_planned_pairs_are_a_stage_of_their_own(write_json):
     duets = DuetCalibration(
         "cpu", 16, {"t.py::calm": (2.0, 16), "t.py::wider": (7.7, 16)}, repeats=4, family_size=23
     )
-    stages = _extension_stages(
-        duets, SideRuns("cpu", (first,), (first,)), 2, 4, PipelineConfig(max_pairs=16)
+    stages = plan_stages(
+        duets, SideRuns("cpu", (first,), (first,)), 2, 4, **_plan(PipelineConfig(max_pairs=16))
     )
     assert stages == [
         (2, ("t.py::calm", "t.py::wider")),  # the planned 4 pairs

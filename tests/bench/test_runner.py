@@ -557,7 +557,7 @@ def _stuck_duet(tmp_path, find_processes):
         [sys.executable, "-c",
          "import signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
          "import sys; from pathlib import Path; "
-         "from rlpace.bench.pipeline import run_interleaved; "
+         "from rlpace.bench.interleave import run_interleaved; "
          "from rlpace.bench.runner import RunSettings; "
          "tree = (Path(sys.argv[1]), Path(sys.executable)); "
          "run_interleaved(set_name='cpu', sides={'base': tree, 'head': tree}, "

@@ -101,7 +101,7 @@ def test_a_malformed_pass_is_a_usage_error_naming_the_passes(tmp_path):
 def test_an_old_base_s_rows_are_kept_from_the_pass_of_their_clock(write_json):
     """A base from before passes ran its declared-out case in the CPU-clock pass (once),
     the head in the timed duets: each side's row is kept from the pass that ran it."""
-    from rlpace.bench.pipeline import _side_results
+    from rlpace.bench.pass_rows import side_results
 
     def result(name, rows):
         benchmarks = [
@@ -119,8 +119,8 @@ def test_an_old_base_s_rows_are_kept_from_the_pass_of_their_clock(write_json):
     new_main = result("new-main.json", [("declared", {"timer": "cpu", "pass": "timed"}),
                                         ("wall", {"timer": "wall", "pass": "timed"})])  # fmt: skip
     for main, clock in ((old_main, old_clock), (new_main, new_clock)):
-        frame = _side_results([main], [clock])
+        frame = side_results([main], [clock])
         assert sorted(frame["name"]) == ["counted", "declared", "wall"]
     # a suite that skips nothing ran everything in both passes: no row is kept twice
-    frame = _side_results([old_clock, old_main], [old_clock, old_main])
+    frame = side_results([old_clock, old_main], [old_clock, old_main])
     assert sorted(frame["name"]) == ["counted", "declared", "wall"]

@@ -34,8 +34,11 @@ Steps, for each benchmark set:
 A set that cannot run here (the GPU set without CUDA) is skipped with a note and
 does not fail the pipeline.
 
-This module only orchestrates: it runs, merges and writes; the verdicts are the
-judge's, the statistics :mod:`rlpace.bench.stats`' and :mod:`rlpace.bench.gates`'.
+This module only orchestrates. The runs are :mod:`rlpace.bench.interleave`'s (ABBA
+or duets, within a time budget), the extra duets' plan :mod:`rlpace.bench.extra_duets`',
+which rows come from which pass :mod:`rlpace.bench.pass_rows`', the files written
+:mod:`rlpace.bench.pr_reports`'; the verdicts are the judge's, the statistics
+:mod:`rlpace.bench.stats`' and :mod:`rlpace.bench.gates`'.
 
 Example:
     >>> pr_judge(PipelineConfig(confirm=0), None).confirm_runs
@@ -46,68 +49,41 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import json
 import math
 import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rlpace.bench._atomic import write_whole
 from rlpace.bench.base_revision import (
     BASE_ENV_MODES,
     BaseCheckout,
-    PipelineError,
     checkout_base,
     prepare_base_python,
     repository_root,
-    requirements_hash,
 )
-from rlpace.bench.duet_sync import DUET_SYNC_ENV, SIDES, plugin_meets, sync_value
 from rlpace.bench.errors import BenchInputError
-from rlpace.bench.runner import (
-    SUITE_DIR,
-    TIMER_VARIABLE,
-    RunOutcome,
-    RunSettings,
-    abba_schedule,
-    run,
-    stop_runs,
-    suite_present,
-)
-from rlpace.bench.suite import PASS_ENV
+from rlpace.bench.extra_duets import plan_stages, run_stages
+from rlpace.bench.interleave import SideRuns, run_interleaved
+from rlpace.bench.pass_rows import pass_environ, side_results
+from rlpace.bench.pr_reports import SetOutcome, clear_reports, write_reports, write_skipped
+from rlpace.bench.runner import SUITE_DIR, RunOutcome, RunSettings, suite_present
 from rlpace.bench.thresholds import PAIRED_THRESHOLD
-from rlpace.bench.work_counts.measure import counting_environ
 
 if TYPE_CHECKING:  # pragma: no cover
-    from rlpace.bench.calibration import DuetCalibration
-    from rlpace.bench.compare import BenchmarkChange, Comparison
+    from rlpace.bench.compare import Comparison
+    from rlpace.bench.counts.tier import CountTier
     from rlpace.bench.judge import Judge
 
-__all__ = [
-    "BASE_ENV_MODES",
-    "BaseCheckout",
-    "PipelineConfig",
-    "PipelineError",
-    "ProgressSink",
-    "SetOutcome",
-    "SideRuns",
-    "checkout_base",
-    "pr_judge",
-    "prepare_base_python",
-    "repository_root",
-    "requirements_hash",
-    "run_interleaved",
-    "run_pr",
-]
+# the base's checkout and environment are :mod:`rlpace.bench.base_revision`'s, imported
+# here for the steps that use them; they are documented there, once
+__all__ = ["PipelineConfig", "ProgressSink", "pr_judge", "run_pr"]
 
 CALIBRATION_DIR = Path("reports") / "calibration"
 """Checked-in A/A calibrations, ``<set>.json``, used when ``--noise`` is not given."""
@@ -269,292 +245,6 @@ class PipelineConfig:
         return settings
 
 
-@dataclass(frozen=True)
-class SideRuns:
-    """The result files of one set: per side, in the order they ran.
-
-    Example:
-        >>> SideRuns("cpu", (Path("b0.json"),), (Path("h0.json"),)).repeats
-        1
-    """
-
-    set_name: str
-    base: tuple[Path, ...]
-    head: tuple[Path, ...]
-    skipped: str | None = None
-    """Why the set produced nothing (e.g. no CUDA), or None."""
-
-    @property
-    def repeats(self) -> int:
-        """Completed runs per side."""
-        return min(len(self.base), len(self.head))
-
-
-def run_interleaved(
-    *,
-    set_name: str,
-    sides: Mapping[str, tuple[Path, Path]],
-    runs_dir: Path,
-    repeats: int,
-    settings: RunSettings,
-    keyword: str | None = None,
-    environ: Mapping[str, Mapping[str, str]] | None = None,
-    on_run: Callable[[int, str, RunOutcome], None] | None = None,
-    select: Sequence[str] = (),
-    duet: bool = False,
-    count_work: bool = True,
-    count_controls: bool = False,
-    duet_sync: bool = True,
-    deadline: float | None = None,
-    estimate: float = 0.0,
-) -> SideRuns:
-    """Run ``set_name`` ``repeats`` times per side, ABBA, each in a fresh process.
-
-    As a ``duet``, the base and head runs of each repeat run at the same time instead,
-    each pinned to a core of its own (Bulej et al., ICPE 2020): load that comes and
-    goes then hits both alike, so the pair's ratio keeps little of it, though each
-    run's own time moves with it (judge such runs paired, repeat by repeat).
-
-    Args:
-        set_name: ``cpu`` or ``gpu``.
-        sides: ``{"base": (tree, python), "head": (tree, python)}``.
-        runs_dir: where ``<side>-<k>.json`` files go (emptied first).
-        repeats: runs per side.
-        settings: timing settings of every run.
-        keyword: pytest ``-k`` expression.
-        environ: per side, extra environment variables for its runs.
-        on_run: called after each run with ``(k, side, outcome)`` (progress).
-        select: pytest node ids to run instead of the whole set (a confirmation).
-        duet: run each repeat's base and head at the same time, one per core.
-        count_work: the first run of each side counts each case's work
-            (:mod:`rlpace.bench.work_counts`). False: no run counts (the judge reads
-            the counts of the first runs only, so later stages need none).
-        count_controls: count the torchrl twins' work too. Leave it False when both
-            sides run the same packages: a PR cannot change the twins' work then.
-        duet_sync: in a duet, both runs start timing each case together
-            (:mod:`rlpace.bench.duet_sync`) when both trees' suite plugins take part
-            (a base from before it does not); False lets them drift apart (a
-            measurement of what the rendezvous buys).
-        deadline: a :func:`time.monotonic` time no repeat may be expected to run past
-            (a time budget): a repeat starts only while ``now`` plus the mean time of
-            this call's repeats so far (``estimate`` before the first) is before it;
-            the first one that would not fit ends the runs, so fewer than ``repeats``
-            may come back. None: every repeat runs.
-        estimate: seconds a repeat is expected to take before one has run here (a
-            duet of the same cases or more, timed earlier).
-
-    Returns:
-        The result files per side, fewer than ``repeats`` (none, even) when
-        ``deadline`` stopped them. When the first base/head pair timed nothing
-        (every case skipped, e.g. no CUDA), stops there with ``skipped`` set.
-
-    Raises:
-        PipelineError: a run failed before writing any result.
-
-    Example:
-        >>> run_interleaved(set_name="cpu", sides={"base": (Path("wt"), Path("py")),
-        ...     "head": (Path("."), Path("py"))}, runs_dir=Path("r"), repeats=3,
-        ...     settings=RunSettings())  # doctest: +SKIP
-        SideRuns(set_name='cpu', base=(...), head=(...), skipped=None)
-    """
-    shutil.rmtree(runs_dir, ignore_errors=True)
-    runs_dir.mkdir(parents=True)
-    files: dict[str, list[Path]] = {"base": [], "head": []}
-    counts: dict[str, list[int]] = {"base": [], "head": []}
-
-    def one(k: int, side: str, cpu: int | None = None, sync: str | None = None) -> RunOutcome:
-        tree, python = sides[side]
-        return run(
-            set_name=set_name,
-            output=runs_dir / f"{side}-{k}.json",
-            keyword=keyword,
-            settings=settings,
-            root=tree,
-            python=str(python),
-            quiet=True,
-            select=select,
-            environ={
-                **(environ or {}).get(side, {}),
-                **_counting_env(count_work and k == 0, count_controls),
-                **({DUET_SYNC_ENV: sync} if sync is not None else {}),
-            },
-            cpu=cpu,
-        )
-
-    # both plugins must take part: one from before the rendezvous would be waited for
-    meet = duet_sync and all(
-        plugin_meets(Path(tree) / SUITE_DIR / "conftest.py") for tree, _ in sides.values()
-    )
-    outcomes = _outcomes(
-        one, repeats, duet, runs_dir if meet else None, deadline=deadline, estimate=estimate
-    )
-    for k, side, outcome in outcomes:
-        tree, python = sides[side]
-        output = runs_dir / f"{side}-{k}.json"
-        if not output.is_file():
-            raise PipelineError(
-                f"{side} run {k + 1} of set {set_name!r} in {tree} failed (pytest exit "
-                f"{outcome.returncode}) before timing anything. Fix: reproduce with "
-                f"`{python} -m rlpace.bench run --set {set_name} --root {tree}`"
-                + (f"\npytest said:\n{outcome.log[-2000:]}" if outcome.log else "")
-            )
-        files[side].append(output)
-        counts[side].append(outcome.benchmarks)
-        if on_run is not None:
-            on_run(k, side, outcome)
-        first_pair_done = k == 0 and len(counts["base"]) == len(counts["head"]) == 1
-        if first_pair_done and counts["base"][0] == counts["head"][0] == 0:
-            why = (
-                "no CUDA device on this machine"
-                if set_name == "gpu"
-                else "every case skipped or none was selected"
-            )
-            return SideRuns(set_name, tuple(files["base"]), tuple(files["head"]), why)
-    return SideRuns(set_name, tuple(files["base"]), tuple(files["head"]))
-
-
-def _outcomes(
-    one: Callable[..., RunOutcome],
-    repeats: int,
-    duet: bool,
-    meet_in: Path | None = None,
-    *,
-    deadline: float | None = None,
-    estimate: float = 0.0,
-) -> Iterator[tuple[int, str, RunOutcome]]:
-    """``(k, side, outcome)`` of each run, in schedule order: ABBA one at a time, or as a
-    duet both sides of a repeat at once, each on a CPU of its own (when there are two),
-    meeting before each case in a directory of their own under ``meet_in``
-    (None: they do not meet). A repeat starts only while it is expected to end before
-    ``deadline`` (:func:`run_interleaved`)."""
-    clock = _RepeatClock(deadline, estimate)
-    if not duet:
-        schedule = abba_schedule(repeats)
-        for i, (k, side) in enumerate(schedule):
-            if i == 0 or schedule[i - 1][0] != k:  # a repeat's two runs go together
-                if not clock.fits():
-                    return
-                clock.start()
-            outcome = one(k, side)
-            if i + 1 == len(schedule) or schedule[i + 1][0] != k:
-                clock.stop()
-            yield k, side, outcome
-        return
-    from concurrent.futures import ThreadPoolExecutor
-
-    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
-    slots: list[int | None] = list(cpus[:2]) if len(cpus) >= 2 else [None, None]
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        try:
-            for k in range(repeats):
-                if not clock.fits():
-                    return
-                clock.start()
-                # which side each core gets alternates too, so a faster core favours neither
-                order = ("base", "head") if k % 2 == 0 else ("head", "base")
-                with contextlib.ExitStack() as stack:
-                    meet = (
-                        stack.enter_context(tempfile.TemporaryDirectory(".meet", dir=meet_in))
-                        if meet_in is not None
-                        else None
-                    )
-                    futures = {
-                        side: pool.submit(
-                            one, k, side, slots[i], meet and sync_value(SIDES[i], meet)
-                        )
-                        for i, side in enumerate(order)
-                    }
-                    done = {side: futures[side].result() for side in order}
-                clock.stop()
-                for side in order:
-                    yield k, side, done[side]
-        except BaseException:
-            # Ctrl-C, a failed run or a caller that stopped early: the runs still going
-            # in the pool's threads stop now, instead of the pool waiting for them
-            stop_runs()
-            raise
-
-
-class _RepeatClock:
-    """Whether another repeat fits before a deadline, from the repeats timed so far.
-
-    Example:
-        >>> clock = _RepeatClock(time.monotonic() + 60, estimate=30)
-        >>> clock.fits()
-        True
-        >>> _RepeatClock(time.monotonic() + 60, estimate=90).fits()
-        False
-    """
-
-    def __init__(self, deadline: float | None, estimate: float = 0.0) -> None:
-        self.deadline, self.estimate = deadline, estimate
-        self.took: list[float] = []
-        self._since: float | None = None
-
-    def fits(self) -> bool:
-        """No deadline, or now plus a repeat's expected time is before it."""
-        if self.deadline is None:
-            return True
-        expected = sum(self.took) / len(self.took) if self.took else self.estimate
-        return time.monotonic() + expected <= self.deadline
-
-    def start(self) -> None:
-        """A repeat starts."""
-        self._since = time.monotonic()
-
-    def stop(self) -> None:
-        """The repeat started last ended."""
-        if self._since is not None:
-            self.took.append(time.monotonic() - self._since)
-            self._since = None
-
-
-@dataclass(frozen=True)
-class SetOutcome:
-    """What the pipeline produced for one set.
-
-    Example:
-        >>> SetOutcome("gpu", None, skipped="no CUDA device on this machine").flagged
-        ()
-    """
-
-    set_name: str
-    comparison: Comparison | None
-    """The comparison, or None when the set was skipped."""
-    skipped: str | None = None
-    """Why the set was skipped, or None."""
-    reports: tuple[Path, ...] = ()
-    """The files written: ``<set>.md``, ``<set>.seed.md``, ``<set>.json``."""
-    runs: SideRuns | None = None
-    confirm_runs: SideRuns | None = None
-    """The confirmation's runs (None when nothing was flagged or ``confirm`` is 0)."""
-
-    @property
-    def flagged(self) -> tuple[BenchmarkChange, ...]:
-        """Benchmarks whose verdict is a regression."""
-        if self.comparison is None:
-            return ()
-        from rlpace.bench.compare import Verdict
-
-        return self.comparison.by_verdict(Verdict.WORSENED)
-
-
-REPORT_STYLES = {"rlpace": "{set}.md", "seed": "{set}.seed.md"}
-"""Rendered report styles and their file names under ``out_dir``."""
-
-
-def _report_paths(out_dir: Path, set_name: str) -> list[Path]:
-    """What ``pr`` writes for one set: its rendered reports and its ``<set>.json``."""
-    names = [pattern.format(set=set_name) for pattern in REPORT_STYLES.values()]
-    return [out_dir / name for name in (*names, f"{set_name}.json")]
-
-
-def _clear_reports(out_dir: Path, set_name: str) -> None:
-    """Remove a set's reports from an earlier run before this run's set starts."""
-    for path in _report_paths(out_dir, set_name):
-        path.unlink(missing_ok=True)
-
-
 def _clear_stages(runs_root: Path, set_name: str) -> None:
     """Remove the stage directories an earlier ``pr`` run left for ``set_name``
     (``<set>-extend-<k>``, ``<set>-confirm``); the other stages are rewritten each run."""
@@ -581,9 +271,6 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
         >>> [o.set_name for o in outcomes]  # doctest: +SKIP
         ['cpu']
     """
-    from rlpace.bench.environment import require_compatible_runs
-    from rlpace.bench.results import load_results, merge_runs
-
     deadline = None if config.time_budget is None else time.monotonic() + 60 * config.time_budget
     repo = repository_root(config.repo)
     if not suite_present(repo):
@@ -608,236 +295,258 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
         out_dir.mkdir(parents=True, exist_ok=True)
         # a run that fails or is interrupted must not leave the last run's verdict to be
         # read as this one's
-        _clear_reports(out_dir, set_name)
+        clear_reports(out_dir, set_name)
         # and the runs directory holds this run's duets only: an earlier run's extra or
         # confirmation duets would be read as this one's (`aa --pr-runs`)
         _clear_stages(cache / "runs", set_name)
         if set_name == "gpu" and not cuda_available(Path(sys.executable)):
             skipped = SideRuns(set_name, (), (), "no CUDA device on this machine")
-            outcomes.append(_write_skipped(out_dir, set_name, skipped, base))
+            outcomes.append(write_skipped(out_dir, set_name, skipped, base))
             continue
-        from rlpace.bench.calibration import duet_calibration_path
-        from rlpace.bench.counts.tier import GATES_FILE
-
-        # the checked-in calibrations as the base has them: a PR cannot set its own gates
-        changed: list[str] = []
-        noise_file, noise_shown = _checked_in(
-            config.noise_file, CALIBRATION_DIR / f"{set_name}.json", repo, base.tree, changed
-        )
-        duets_file, duets_shown = _checked_in(
-            config.duets_file,
-            duet_calibration_path(CALIBRATION_DIR, set_name),
-            repo,
-            base.tree,
-            changed,
-        )
-        gates_file = (
-            _checked_in(None, GATES_FILE, repo, base.tree, changed)[0]
-            if set_name == "cpu"
-            else None
-        )
-        # one judge for the set: the same one `rlpace-bench compare` builds
-        judge = pr_judge(
-            config,
-            noise_file,
-            shown=noise_shown,
-            same_packages=base.env_mode != "full",
-            duets_file=duets_file,
-            duets_shown=duets_shown,
-        )
-        sides = {"base": (base.tree, base.python), "head": (repo, Path(sys.executable))}
-        environ = {
-            "base": _pythonpath_first(base.tree / "lib"),
-            "head": {**_pythonpath_first(repo / "lib"), **config.head_environ},
-        }
-        # counts first: they take both cores, and the cases on the CPU clock they judge
-        # then need one timing a side instead of every repeat
-        count_tier = (
-            _count_tier(config, repo, base, cache, environ, progress, gates_file)
-            if set_name == "cpu"
-            else None
-        )
-        if progress is not None and count_tier is not None:
-            progress.counts_finished(set_name, count_tier)
-        split = count_tier is not None and count_tier.unavailable is None
-        # with the count tier on, the timed cases run as duets and are judged pair
-        # by pair; a pair costs one run's time, so they get twice the runs a side
-        wall_repeats = 2 * config.effective_repeats if split else config.effective_repeats
-        # the negative controls (torchrl twins) run in the first half of the duets only:
-        # nothing a PR changes moves them, they cost 70 % of a pair, and their spread
-        # over these pairs is all the control floor needs; the rest get the time
-        first_pairs = config.effective_repeats if split else wall_repeats
-        judge = replace(judge, paired=split)
-        if progress is not None:
-            progress.set_started(set_name, 2 * first_pairs + (2 if split else 0))
-        clock_runs = None
-        if split:
-            clock_runs = run_interleaved(
-                set_name=set_name,
-                sides=sides,
-                runs_dir=cache / "runs" / f"{set_name}-cpu-clock",
-                repeats=1,
-                settings=config.effective_settings,
-                keyword=config.effective_keyword,
-                environ=_pass_env(environ, "counted"),
-                on_run=None if progress is None else progress.run_finished,
-                duet=True,
-                count_controls=not judge.same_packages,
-            )
-        first_started = time.monotonic()
-        runs = run_interleaved(
-            set_name=set_name,
-            sides=sides,
-            runs_dir=cache / "runs" / set_name,
-            repeats=first_pairs,
-            settings=config.effective_settings,
-            keyword=config.effective_keyword,
-            environ=_pass_env(environ, "timed") if split else environ,
-            on_run=None if progress is None else progress.run_finished,
-            duet=split,
-            # a base with packages of its own may run another torchrl: count the twins
-            count_controls=not judge.same_packages,
-        )
-        stages = (
-            _extension_stages(judge.duets, runs, first_pairs, wall_repeats, config) if split else []
-        )
-        extension: list[tuple[SideRuns, tuple[str, ...]]] = []
-        budget_cut = None
-        if stages:
-            # duets of just the cases that need more pairs, appended pair by pair to
-            # the first ones; each stage drops the cases that have enough
-            if progress is not None:
-                progress.extend_started(
-                    set_name, len(stages[0][1]), 2 * sum(pairs for pairs, _ in stages)
-                )
-            extension, budget_cut = _extend(
-                stages,
-                functools.partial(
-                    _again,
-                    set_name,
-                    sides,
-                    cache,
-                    config,
-                    progress,
-                    environ=_pass_env(environ, "timed"),
-                    duet=True,
-                ),
-                first=first_pairs,
-                planned=wall_repeats,
-                deadline=deadline,
-                estimate=(time.monotonic() - first_started) / max(runs.repeats, 1),
-            )
-            if budget_cut is not None:
-                budget_cut["budget_min"] = config.time_budget
-                if progress is not None:
-                    progress.extend_cut(set_name, budget_cut)
-        wall = {
-            side: (*getattr(runs, side), *(p for r, _ in extension for p in getattr(r, side)))
-            for side in ("head", "base")
-        }
-        head_df = _side_results(wall["head"], clock_runs.head if clock_runs else None)
-        base_df = _side_results(wall["base"], clock_runs.base if clock_runs else None)
-        if runs.skipped is not None and (head_df is None or base_df is None):
-            outcomes.append(_write_skipped(out_dir, set_name, runs, base))
-            continue
-        # same packages on both sides unless the base pins other requirements (then the
-        # differences are part of what the PR changes, and are recorded)
-        differences = require_compatible_runs(
-            head_df, base_df, allow_mismatch=base.env_mode == "full", require_metadata=False
-        )
-        comparison = judge.judge(head_df, base_df)
-        confirm_runs = None
-        if count_tier is not None:
-            count_tier = replace(count_tier, timed_once=split)
-        # counted cases timed once a side (the CPU-clock pass) are timed for display:
-        # their clock's flags are not put to a confirmation (apply_count_tier decides),
-        # nor are flags their work counts decided
-        flagged = set(judge.to_confirm(comparison))
-        names = [
-            r.fullname
-            for r in comparison.rows
-            if r.fullname in flagged and not (count_tier is not None and count_tier.decides(r))
-        ]
-        if judge.confirm_runs and names:
-            # duets again when the first runs were: twice the pairs for the same time
-            # (two pairs alone leave a paired test one degree of freedom)
-            confirm_repeats = judge.confirm_runs * (2 if judge.paired else 1)
-            if progress is not None:
-                progress.confirm_started(set_name, len(names), 2 * confirm_repeats)
-            confirm_runs = _again(
-                set_name, sides, cache, config, progress, "confirm", names, confirm_repeats,
-                environ, duet=judge.paired,
-            )  # fmt: skip
-            comparison = judge.confirm(
-                comparison,
-                merge_runs([load_results(p) for p in confirm_runs.head]),
-                merge_runs([load_results(p) for p in confirm_runs.base]),
-                names=names,
-            )
-        if count_tier is not None:
-            from rlpace.bench.counts.tier import apply_count_tier
-
-            comparison = apply_count_tier(comparison, count_tier)
-        comparison = replace(comparison, calibration_changes=tuple(changed), time_budget=budget_cut)
-        outcomes.append(
-            _write_reports(
-                out_dir,
-                set_name,
-                comparison,
-                runs,
-                base,
-                noise_file,
-                differences,
-                confirm_runs,
-                clock_runs,
-                paired=judge.paired,
-                extension=extension,
-            )
-        )
+        pr = _SetRun(config, set_name, repo, base, cache, progress, deadline)
+        outcomes.append(_run_set(pr, out_dir))
     return outcomes
 
 
-def _counting_env(count: bool, controls: bool) -> dict[str, str]:
-    """The suite's work-count switches for one run (``count``: this run counts, which
-    only the first run of a side does, since the counts repeat; ``controls``: the
-    twins too, which only a base with its own packages needs).
+@dataclass(frozen=True)
+class _SetRun:
+    """What every step of one set's run needs: the settings, both sides, where runs go."""
 
-    Example:
-        >>> _counting_env(True, False), _counting_env(True, True), _counting_env(False, True)
-        ({'RLPACE_BENCH_WORK_COUNTS_SKIP': 'torchrl'}, {}, {'RLPACE_BENCH_WORK_COUNTS': '0'})
-    """
-    from rlpace.bench.controls import CONTROL_IMPL
+    config: PipelineConfig
+    set_name: str
+    repo: Path
+    base: BaseCheckout
+    cache: Path
+    progress: ProgressSink | None
+    deadline: float | None
+    """The time budget's end (:func:`time.monotonic`), or None."""
 
-    return counting_environ(count, () if controls else (CONTROL_IMPL,))
+    @property
+    def sides(self) -> dict[str, tuple[Path, Path]]:
+        """Each side's tree and interpreter."""
+        return {
+            "base": (self.base.tree, self.base.python),
+            "head": (self.repo, Path(sys.executable)),
+        }
+
+    @property
+    def environ(self) -> dict[str, dict[str, str]]:
+        """Each side's extra environment: its own ``lib`` first on the path."""
+        return {
+            "base": _pythonpath_first(self.base.tree / "lib"),
+            "head": {**_pythonpath_first(self.repo / "lib"), **self.config.head_environ},
+        }
+
+    def on_run(self) -> Callable[[int, str, RunOutcome], None] | None:
+        """The progress sink's per-run call, or None."""
+        return None if self.progress is None else self.progress.run_finished
+
+
+def _run_set(pr: _SetRun, out_dir: Path) -> SetOutcome:
+    """Run, judge, confirm and write one set (steps 2 to 6 of this module's list)."""
+    from rlpace.bench.environment import require_compatible_runs
+
+    config, set_name, progress = pr.config, pr.set_name, pr.progress
+    trusted = _trusted_files(config, set_name, pr.repo, pr.base)
+    # one judge for the set: the same one `rlpace-bench compare` builds
+    judge = pr_judge(
+        config,
+        trusted.noise,
+        shown=trusted.noise_shown,
+        same_packages=pr.base.env_mode != "full",
+        duets_file=trusted.duets,
+        duets_shown=trusted.duets_shown,
+    )
+    environ = pr.environ
+    # counts first: they take both cores, and the cases on the CPU clock they judge
+    # then need one timing a side instead of every repeat
+    count_tier = (
+        _count_tier(config, pr.repo, pr.base, pr.cache, environ, progress, trusted.gates)
+        if set_name == "cpu"
+        else None
+    )
+    if progress is not None and count_tier is not None:
+        progress.counts_finished(set_name, count_tier)
+    split = count_tier is not None and count_tier.unavailable is None
+    # with the count tier on, the timed cases run as duets and are judged pair
+    # by pair; a pair costs one run's time, so they get twice the runs a side
+    wall_repeats = 2 * config.effective_repeats if split else config.effective_repeats
+    # the negative controls (torchrl twins) run in the first half of the duets only:
+    # nothing a PR changes moves them, they cost 70 % of a pair, and their spread
+    # over these pairs is all the control floor needs; the rest get the time
+    first_pairs = config.effective_repeats if split else wall_repeats
+    judge = replace(judge, paired=split)
+    if progress is not None:
+        progress.set_started(set_name, 2 * first_pairs + (2 if split else 0))
+    clock_runs = None
+    if split:
+        clock_runs = run_interleaved(
+            set_name=set_name,
+            sides=pr.sides,
+            runs_dir=pr.cache / "runs" / f"{set_name}-cpu-clock",
+            repeats=1,
+            settings=config.effective_settings,
+            keyword=config.effective_keyword,
+            environ=pass_environ(environ, "counted"),
+            on_run=pr.on_run(),
+            duet=True,
+            count_controls=not judge.same_packages,
+        )
+    first_started = time.monotonic()
+    runs = run_interleaved(
+        set_name=set_name,
+        sides=pr.sides,
+        runs_dir=pr.cache / "runs" / set_name,
+        repeats=first_pairs,
+        settings=config.effective_settings,
+        keyword=config.effective_keyword,
+        environ=pass_environ(environ, "timed") if split else environ,
+        on_run=pr.on_run(),
+        duet=split,
+        # a base with packages of its own may run another torchrl: count the twins
+        count_controls=not judge.same_packages,
+    )
+    extension: list[tuple[SideRuns, tuple[str, ...]]] = []
+    budget_cut = None
+    if split:
+        first_took = (time.monotonic() - first_started) / max(runs.repeats, 1)
+        extension, budget_cut = _extra_duets(pr, judge, runs, first_pairs, wall_repeats, first_took)
+    wall = {
+        side: (*getattr(runs, side), *(p for r, _ in extension for p in getattr(r, side)))
+        for side in ("head", "base")
+    }
+    head_df = side_results(wall["head"], clock_runs.head if clock_runs else None)
+    base_df = side_results(wall["base"], clock_runs.base if clock_runs else None)
+    if runs.skipped is not None and (head_df is None or base_df is None):
+        return write_skipped(out_dir, set_name, runs, pr.base)
+    # same packages on both sides unless the base pins other requirements (then the
+    # differences are part of what the PR changes, and are recorded)
+    differences = require_compatible_runs(
+        head_df, base_df, allow_mismatch=pr.base.env_mode == "full", require_metadata=False
+    )
+    comparison = judge.judge(head_df, base_df)
+    if count_tier is not None:
+        count_tier = replace(count_tier, timed_once=split)
+    comparison, confirm_runs = _confirm(pr, judge, comparison, count_tier)
+    if count_tier is not None:
+        from rlpace.bench.counts.tier import apply_count_tier
+
+        comparison = apply_count_tier(comparison, count_tier)
+    comparison = replace(
+        comparison, calibration_changes=tuple(trusted.changed), time_budget=budget_cut
+    )
+    return write_reports(
+        out_dir,
+        set_name,
+        comparison,
+        runs,
+        pr.base,
+        trusted.noise,
+        differences,
+        confirm_runs,
+        clock_runs,
+        paired=judge.paired,
+        extension=extension,
+    )
+
+
+def _extra_duets(
+    pr: _SetRun, judge: Judge, runs: SideRuns, first: int, planned: int, first_took: float
+) -> tuple[list[tuple[SideRuns, tuple[str, ...]]], dict[str, object] | None]:
+    """Duets of just the timed cases that need more pairs than the ``first`` ones
+    (:mod:`rlpace.bench.extra_duets`), appended pair by pair to them; each stage drops
+    the cases that have enough, and the time budget cuts only the ones past the
+    ``planned`` pairs. ``first_took``: the seconds a first duet took."""
+    config = pr.config
+    stages = plan_stages(
+        judge.duets,
+        runs,
+        first,
+        planned,
+        max_pairs=config.max_pairs,
+        detect_pct=config.detect_pct,
+        paired_threshold=config.paired_threshold,
+    )
+    if not stages:
+        return [], None
+    if pr.progress is not None:
+        pr.progress.extend_started(
+            pr.set_name, len(stages[0][1]), 2 * sum(pairs for pairs, _ in stages)
+        )
+    environ = pass_environ(pr.environ, "timed")
+    extension, cut = run_stages(
+        stages,
+        functools.partial(_again, pr, environ=environ, duet=True),
+        first=first,
+        planned=planned,
+        deadline=pr.deadline,
+        estimate=first_took,
+        budget_min=config.time_budget,
+    )
+    if cut is not None and pr.progress is not None:
+        pr.progress.extend_cut(pr.set_name, cut)
+    return extension, cut
+
+
+def _confirm(
+    pr: _SetRun, judge: Judge, comparison: Comparison, count_tier: CountTier | None
+) -> tuple[Comparison, SideRuns | None]:
+    """Run the flagged benchmarks again in fresh processes and keep a flag only where
+    those runs flag it too (:meth:`rlpace.bench.judge.Judge.confirm`); the comparison
+    as it stands and None when nothing is put to a confirmation."""
+    from rlpace.bench.results import load_results, merge_runs
+
+    # counted cases timed once a side (the CPU-clock pass) are timed for display:
+    # their clock's flags are not put to a confirmation (apply_count_tier decides),
+    # nor are flags their work counts decided
+    flagged = set(judge.to_confirm(comparison))
+    names = [
+        r.fullname
+        for r in comparison.rows
+        if r.fullname in flagged and not (count_tier is not None and count_tier.decides(r))
+    ]
+    if not (judge.confirm_runs and names):
+        return comparison, None
+    # duets again when the first runs were: twice the pairs for the same time
+    # (two pairs alone leave a paired test one degree of freedom)
+    confirm_repeats = judge.confirm_runs * (2 if judge.paired else 1)
+    if pr.progress is not None:
+        pr.progress.confirm_started(pr.set_name, len(names), 2 * confirm_repeats)
+    confirm_runs = _again(
+        pr, "confirm", names, confirm_repeats, environ=pr.environ, duet=judge.paired
+    )
+    confirmed = judge.confirm(
+        comparison,
+        merge_runs([load_results(p) for p in confirm_runs.head]),
+        merge_runs([load_results(p) for p in confirm_runs.base]),
+        names=names,
+    )
+    return confirmed, confirm_runs
 
 
 def _again(
-    set_name: str,
-    sides: Mapping[str, tuple[Path, Path]],
-    cache: Path,
-    config: PipelineConfig,
-    progress: ProgressSink | None,
+    pr: _SetRun,
     stage: str,
-    names: list[str],
+    names: Sequence[str],
     repeats: int,
-    environ: Mapping[str, Mapping[str, str]],
     *,
+    environ: Mapping[str, Mapping[str, str]],
     duet: bool,
     deadline: float | None = None,
     estimate: float = 0.0,
 ) -> SideRuns:
     """Fresh runs of just ``names`` after the first ones (extra duets, a confirmation),
     into ``<cache>/runs/<set>-<stage>``; fewer than ``repeats`` when ``deadline`` stops
-    them (:func:`run_interleaved`)."""
+    them (:func:`~rlpace.bench.interleave.run_interleaved`)."""
     return run_interleaved(
-        set_name=set_name,
-        sides=sides,
-        runs_dir=cache / "runs" / f"{set_name}-{stage}",
+        set_name=pr.set_name,
+        sides=pr.sides,
+        runs_dir=pr.cache / "runs" / f"{pr.set_name}-{stage}",
         repeats=repeats,
-        settings=config.effective_settings,
+        settings=pr.config.effective_settings,
         environ=environ,
-        on_run=None if progress is None else progress.run_finished,
-        select=names,
+        on_run=pr.on_run(),
+        select=list(names),
         duet=duet,
         count_work=False,  # the judge reads the work counts of the first runs
         deadline=deadline,
@@ -845,171 +554,43 @@ def _again(
     )
 
 
-def _extend(
-    stages: Sequence[tuple[int, tuple[str, ...]]],
-    run_stage: Callable[..., SideRuns],
-    *,
-    first: int,
-    planned: int,
-    deadline: float | None,
-    estimate: float,
-) -> tuple[list[tuple[SideRuns, tuple[str, ...]]], dict[str, object] | None]:
-    """Run the extra duets' ``stages`` (:func:`_extension_stages`) in order, the
-    duets past ``planned`` pairs a case only while they fit before ``deadline``.
+@dataclass(frozen=True)
+class _Trusted:
+    """The calibration files a set is judged with, and their names in the report."""
 
-    ``run_stage(stage=, names=, repeats=, deadline=, estimate=)`` runs ``repeats``
-    duets of ``names`` as stage ``extend-<i>`` (:func:`_again`); ``estimate`` is the
-    seconds a duet is expected to take (the last stage's mean, which timed the same
-    cases or more; before any, ``estimate`` here: a first duet's). Returns each
-    stage that ran with its cases, and what the budget cut (None: nothing):
-    ``planned_duets`` and ``ran_duets`` of the duets past ``planned`` pairs, and
-    ``short``, the cases that got fewer pairs than planned.
-
-    Example:
-        >>> def ran(stage, names, repeats, deadline, estimate):
-        ...     return SideRuns("cpu", (Path("b"),) * repeats, (Path("h"),) * repeats)
-        >>> stages = [(2, ("a", "b")), (3, ("b",))]
-        >>> runs, cut = _extend(stages, ran, first=2, planned=4, deadline=None, estimate=9)
-        >>> [r.repeats for r, _ in runs], cut
-        ([2, 3], None)
-        >>> def spent(stage, names, repeats, deadline, estimate):  # the budget is spent
-        ...     n = repeats if deadline is None else 0
-        ...     return SideRuns("cpu", (Path("b"),) * n, (Path("h"),) * n)
-        >>> runs, cut = _extend(stages, spent, first=2, planned=4, deadline=0.0, estimate=9)
-        >>> [r.repeats for r, _ in runs], cut
-        ([2], {'planned_duets': 3, 'ran_duets': 0, 'short': 1})
-    """
-    extension: list[tuple[SideRuns, tuple[str, ...]]] = []
-    level, planned_duets, ran_duets, short, stopped = first, 0, 0, set(), False
-    for i, (pairs, names) in enumerate(stages, start=1):
-        level += pairs
-        elastic = deadline is not None and level > planned
-        if elastic:
-            planned_duets += pairs
-        if stopped:
-            short.update(names)
-            continue
-        started = time.monotonic()
-        stage_runs = run_stage(
-            stage=f"extend-{i}",
-            names=list(names),
-            repeats=pairs,
-            deadline=deadline if elastic else None,
-            estimate=estimate,
-        )
-        if stage_runs.repeats:
-            estimate = (time.monotonic() - started) / stage_runs.repeats
-            extension.append((stage_runs, names))
-        if elastic:
-            ran_duets += stage_runs.repeats
-            if stage_runs.repeats < pairs:  # the budget stopped it: the later stages too
-                stopped = True
-                short.update(names)
-    if not short:
-        return extension, None
-    return extension, {"planned_duets": planned_duets, "ran_duets": ran_duets, "short": len(short)}
+    noise: Path | None
+    noise_shown: str
+    duets: Path | None
+    duets_shown: str
+    gates: Path | None
+    """The count tier's A/A gates (the CPU set only)."""
+    changed: tuple[str, ...]
+    """The checked-in files the head changed (not used: they apply once merged)."""
 
 
-def _extension_stages(
-    duets: DuetCalibration | None, runs: SideRuns, first: int, pairs: int, config: PipelineConfig
-) -> list[tuple[int, tuple[str, ...]]]:
-    """``(pairs, fullnames)`` stages of duets after the ``first`` ones, in order.
+def _trusted_files(
+    config: PipelineConfig, set_name: str, repo: Path, base: BaseCheckout
+) -> _Trusted:
+    """The checked-in calibrations as the base has them (a PR cannot set its own gates),
+    or the operator's ``--noise`` / ``--duets`` (:func:`_checked_in`)."""
+    from rlpace.bench.calibration import duet_calibration_path
+    from rlpace.bench.counts.tier import GATES_FILE
 
-    Every case of the timed pass but the torchrl twins (the negative controls) gets
-    ``pairs`` duets in all; one whose A/A pair spread in ``duets`` needs more to detect the first
-    of ``config.detect_pct`` it can within ``config.max_pairs`` (judged at
-    ``config.paired_threshold``) gets as many as it needs. A stage runs the
-    cases that still need pairs, as many pairs as the least needy of them lacks.
-
-    Example:
-        >>> _extension_stages(None, SideRuns("cpu", (), ()), 2, 4, PipelineConfig())
-        []
-    """
-    from rlpace.bench.controls import CONTROL_IMPL
-    from rlpace.bench.results import load_results
-
-    if not runs.head:
-        return []
-    frame = _rows_of_pass(load_results(runs.head[0]), "timed")
-    if duets is not None:  # the detectable changes of the threshold these pairs are judged at
-        duets = replace(duets, threshold=config.paired_threshold)
-    need: dict[str, int] = {}
-    for name, impl in zip(frame["fullname"], frame["impl"], strict=True):
-        if impl == CONTROL_IMPL:
-            continue
-        more = None
-        if duets is not None and config.max_pairs > pairs:
-            for target in config.detect_pct:
-                more = duets.pairs_to_detect(name, target, start=pairs, most=config.max_pairs)
-                if more is not None:
-                    break
-        total = max(pairs, more or 0)
-        if total > first:
-            need[name] = total
-    stages, done = [], first
-    # the duets up to ``pairs`` a case are a stage of their own, so that a time budget
-    # (:attr:`PipelineConfig.time_budget`) cuts only the ones past them
-    levels = set(need.values())
-    if levels and first < pairs < max(levels):
-        levels.add(pairs)
-    for level in sorted(levels):
-        stages.append((level - done, tuple(n for n, k in need.items() if k >= level)))
-        done = level
-    return stages
-
-
-_PASS_CLOCK = {"counted": "cpu", "timed": "wall"}
-"""The clock a suite from before passes (``RLPACE_BENCH_PASS``) follows for each pass."""
-
-
-def _pass_env(
-    environ: Mapping[str, Mapping[str, str]], pass_name: str
-) -> dict[str, dict[str, str]]:
-    """Each side's environment with the suite told to run only ``pass_name``'s cases
-    (:data:`rlpace.bench.suite.PASSES`); a suite from before passes reads the clock
-    beside it and runs that clock's cases."""
-    told = {PASS_ENV: pass_name, TIMER_VARIABLE: _PASS_CLOCK[pass_name]}
-    return {side: {**env, **told} for side, env in environ.items()}
-
-
-def _side_results(main: Sequence[Path], clock: Sequence[Path] | None):
-    """One side's results, runs merged: with a counted pass (``clock``: the CPU-clock
-    cases the count tier judges, timed once a side), its rows and the main runs' rows of
-    the timed pass (a base whose suite cannot skip by pass or clock ran everything in
-    both; each row is kept from its own pass only). None when no run holds any row."""
-    from rlpace.bench.results import load_results, merge_runs
-
-    frames = []
-    for paths, keep in ((clock or (), "counted"), (main, "timed" if clock is not None else None)):
-        for path in paths:
-            frame = load_results(path)
-            if keep is not None:
-                frame = _rows_of_pass(frame, keep)
-            if len(frame):
-                frames.append(frame)
-    return merge_runs(frames) if frames else None
-
-
-def _rows_of_pass(frame, pass_name: str):
-    """The rows of ``frame`` that belong to ``pass_name`` (``extra_info["pass"]``; a row
-    from a suite before passes goes by its clock, :data:`_PASS_CLOCK`, and a row that
-    names neither, or a clock of no pass, is on the wall clock, the suite's default).
-
-    Example:
-        >>> import pandas as pd
-        >>> frame = pd.DataFrame({"name": ["a", "b", "c", "d"], "extra_info": [
-        ...     {"timer": "cpu", "pass": "timed"}, {"timer": "cpu"}, {}, None]})
-        >>> [list(_rows_of_pass(frame, p)["name"]) for p in ("timed", "counted")]
-        [['a', 'c', 'd'], ['b']]
-    """
-    clock = {c: p for p, c in _PASS_CLOCK.items()}
-    passes = [
-        (extra or {}).get("pass") or clock.get((extra or {}).get("timer"), "timed")
-        for extra in frame["extra_info"]
-    ]
-    kept = frame[[p == pass_name for p in passes]].reset_index(drop=True)
-    kept.attrs = dict(frame.attrs)
-    return kept
+    changed: list[str] = []
+    noise, noise_shown = _checked_in(
+        config.noise_file, CALIBRATION_DIR / f"{set_name}.json", repo, base.tree, changed
+    )
+    duets, duets_shown = _checked_in(
+        config.duets_file,
+        duet_calibration_path(CALIBRATION_DIR, set_name),
+        repo,
+        base.tree,
+        changed,
+    )
+    gates = (
+        _checked_in(None, GATES_FILE, repo, base.tree, changed)[0] if set_name == "cpu" else None
+    )
+    return _Trusted(noise, noise_shown, duets, duets_shown, gates, tuple(changed))
 
 
 def _count_tier(
@@ -1063,16 +644,6 @@ def cuda_available(python: Path) -> bool:
     return proc.returncode == 0
 
 
-def set_marker(set_name: str) -> str:
-    """The hidden line that keeps one PR comment per set (the bot finds it again).
-
-    Example:
-        >>> set_marker("gpu")
-        '<!-- rlpace-bench-set: gpu -->'
-    """
-    return f"<!-- rlpace-bench-set: {set_name} -->"
-
-
 def _checked_in(
     explicit: Path | None, relative: Path, repo: Path, base_tree: Path, changed: list[str]
 ) -> tuple[Path | None, str]:
@@ -1105,137 +676,6 @@ def _shown_path(path: Path, repo: Path) -> str:
 def _pythonpath_first(path: Path) -> dict[str, str]:
     rest = os.environ.get("PYTHONPATH", "")
     return {"PYTHONPATH": os.pathsep.join(p for p in (str(path), rest) if p)}
-
-
-def _title(set_name: str, base: BaseCheckout) -> str:
-    return f"Benchmarks ({set_name.upper()} set): working tree vs {base.ref} ({base.short})"
-
-
-def _write_reports(
-    out_dir: Path,
-    set_name: str,
-    comparison: Comparison,
-    runs: SideRuns,
-    base: BaseCheckout,
-    noise_file: Path | None,
-    environment_differences: list[str],
-    confirm_runs: SideRuns | None = None,
-    clock_runs: SideRuns | None = None,
-    *,
-    paired: bool = False,
-    extension: Sequence[tuple[SideRuns, tuple[str, ...]]] = (),
-) -> SetOutcome:
-    from rlpace.bench.render import GITHUB_COMMENT_LIMIT, render_report
-
-    written = []
-    marker = set_marker(set_name)
-    for style, pattern in REPORT_STYLES.items():
-        path = out_dir / pattern.format(set=set_name)
-        text = render_report(
-            {set_name: comparison},
-            style=style,
-            title=_title(set_name, base),
-            max_chars=GITHUB_COMMENT_LIMIT - len(marker) - 1,
-        )
-        first, _, rest = text.partition("\n")
-        if not first.startswith("<!--"):  # a style without the report marker
-            first, rest = "", text
-        write_whole(path, "\n".join(x for x in (first, marker, rest) if x) + "\n")
-        written.append(path)
-    data = comparison.to_dict()
-    data["pipeline"] = _pipeline_meta(set_name, runs, base)
-    data["pipeline"]["noise_file"] = (
-        str(noise_file) if noise_file and noise_file.is_file() else None
-    )
-    data["pipeline"]["environment_differences"] = list(environment_differences)
-    # the timed pass's runs (and a confirmation) as duets, judged pair by pair
-    data["pipeline"]["paired"] = paired
-    if paired:
-        data["pipeline"]["order"] = _duet_order(runs)
-    data["pipeline"]["confirmation"] = (
-        None
-        if confirm_runs is None
-        else {
-            "repeats": confirm_runs.repeats,
-            "benchmarks": [r.fullname for r in comparison.rows if r.confirmed is not None],
-            "order": _duet_order(confirm_runs) if paired else _run_order(confirm_runs),
-        }
-    )
-    # the duets after the first ones, stage by stage (appended to each case's pairs)
-    data["pipeline"]["extension"] = [
-        {"repeats": r.repeats, "benchmarks": list(names), "order": _duet_order(r)}
-        for r, names in extension
-    ]
-    # the counted pass: one duet a side of the counted cases, on the CPU clock (count tier on)
-    data["pipeline"]["cpu_clock"] = (
-        None
-        if clock_runs is None
-        else {"repeats": clock_runs.repeats, "duet": True, "order": _run_order(clock_runs)}
-    )
-    json_path = out_dir / f"{set_name}.json"
-    write_whole(json_path, json.dumps(data, indent=2) + "\n")
-    written.append(json_path)
-    _check_record(json_path)
-    return SetOutcome(set_name, comparison, None, tuple(written), runs, confirm_runs)
-
-
-def _check_record(path: Path) -> None:
-    """Read ``path`` back as the trusted comment job will, so that a record its schema
-    refuses fails this run, loudly, instead of that job (which would post nothing)."""
-    from rlpace.bench.comparison_record import load_record
-
-    try:
-        load_record(path)
-    except BenchInputError as e:
-        raise BenchInputError(
-            f"{path.name}: pr wrote a comparison that the comment job's schema refuses, so "
-            f"no comment could be posted from it ({e}). This is a bug in rlpace-bench: "
-            f"please report it with the file, which is kept at {path}"
-        ) from None
-
-
-def _write_skipped(out_dir: Path, set_name: str, runs: SideRuns, base: BaseCheckout) -> SetOutcome:
-    md = out_dir / f"{set_name}.md"
-    from rlpace.bench.render import REPORT_MARKER
-
-    text = (
-        f"{REPORT_MARKER}\n{set_marker(set_name)}\n## {_title(set_name, base)}\n\n"
-        f"Skipped: {runs.skipped}.\n"
-    )
-    write_whole(md, text)
-    seed = out_dir / f"{set_name}.seed.md"
-    write_whole(seed, text)
-    data = {
-        "format": "rlpace-pr-skipped",
-        "version": 1,
-        "skipped": runs.skipped,
-        "pipeline": _pipeline_meta(set_name, runs, base),
-    }
-    json_path = out_dir / f"{set_name}.json"
-    write_whole(json_path, json.dumps(data, indent=2) + "\n")
-    return SetOutcome(set_name, None, runs.skipped, (md, seed, json_path), runs)
-
-
-def _pipeline_meta(set_name: str, runs: SideRuns, base: BaseCheckout) -> dict[str, object]:
-    return {
-        "set": set_name,
-        "base_ref": base.ref,
-        "base_commit": base.sha,
-        "base_env": base.env_mode,
-        "repeats": runs.repeats,
-        "order": _run_order(runs),
-    }
-
-
-def _duet_order(runs: SideRuns) -> list[str]:
-    """The runs' file stems by duet: ``base-k`` and ``head-k`` ran at the same time."""
-    return [f"{side}-{k}" for k in range(runs.repeats) for side in ("base", "head")]
-
-
-def _run_order(runs: SideRuns) -> list[str]:
-    """The runs' file stems in the order they ran (the ABBA schedule)."""
-    counts = {"base": len(runs.base), "head": len(runs.head)}
-    return [f"{side}-{k}" for k, side in abba_schedule(counts)]
 
 
 def pr_judge(

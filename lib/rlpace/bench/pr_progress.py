@@ -11,7 +11,9 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from rlpace.bench.pipeline import BaseCheckout, PipelineConfig, ProgressSink, SetOutcome
+from rlpace.bench.base_revision import BaseCheckout
+from rlpace.bench.pipeline import PipelineConfig, ProgressSink
+from rlpace.bench.pr_reports import SetOutcome
 from rlpace.bench.render import calibration_text, calibration_warning, sensitivity_text
 from rlpace.bench.work_counts.verdict import DECIDING
 

@@ -11,7 +11,7 @@ stands on the pool's degrees of freedom plus its own, exactly as the sequential
 calibration's run spreads do (:meth:`rlpace.bench.gates.NoiseModel.priors`).
 
 :func:`duet_calibration_from_runs` builds one from the result files of a pool
-(``base-<k>.json`` / ``head-<k>.json`` as :func:`rlpace.bench.pipeline.run_interleaved`
+(``base-<k>.json`` / ``head-<k>.json`` as :func:`rlpace.bench.interleave.run_interleaved`
 writes them). It also judges random splits of the pool as ``pr`` runs them (``repeats``
 pairs, a flag confirmed on ``repeats`` others) with a prior from the *remaining* pairs,
 so the file carries a held-out false-alarm count not fitted on the judged runs.

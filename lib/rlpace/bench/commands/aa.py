@@ -162,8 +162,8 @@ def _duets(args: argparse.Namespace, settings: Any) -> int:
     from rlpace.bench.calibration._duet_dirs import duet_files, pr_run_duets
     from rlpace.bench.controls import CONTROL_IMPL
     from rlpace.bench.errors import BenchInputError
+    from rlpace.bench.interleave import run_interleaved
     from rlpace.bench.judge import Judge
-    from rlpace.bench.pipeline import run_interleaved
     from rlpace.bench.results import load_results, merge_runs
     from rlpace.bench.suite import PASS_ENV
 

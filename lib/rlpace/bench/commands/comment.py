@@ -235,7 +235,7 @@ def _render(records: list[tuple[str, Any, str]], pr: Any) -> list[tuple[str, str
     """One comment body per set, rendered from the validated records."""
     from rlpace.bench.github import GitHubError
     from rlpace.bench.markdown_safe import COMMENT_LIMIT, neutralize
-    from rlpace.bench.pipeline import set_marker
+    from rlpace.bench.pr_reports import set_marker
     from rlpace.bench.render import REPORT_MARKER, SET_TITLES, render_report
 
     bodies = []

@@ -154,7 +154,8 @@ def run_pr_command(config: PipelineConfig, *, fail_on_regression: bool = False) 
     """
     from rich.console import Console
 
-    from rlpace.bench.pipeline import PipelineError, run_pr
+    from rlpace.bench.base_revision import PipelineError
+    from rlpace.bench.pipeline import run_pr
     from rlpace.bench.pr_progress import RichProgress, print_summary
 
     console = Console(stderr=True)
