@@ -7,9 +7,11 @@ The report must flag that one and only that one.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -312,6 +314,7 @@ def test_pr_flags_the_slowed_case_and_only_it(tiny_repo, tmp_path, monkeypatch, 
     assert data["pipeline"]["base_commit"] == _git(tiny_repo, "rev-parse", "HEAD~1")
     assert data["pipeline"]["base_env"] == "overlay"
     assert data["pipeline"]["environment_differences"] == []
+    assert list(data["pipeline"]["stage_seconds"]) == ["first_runs", "confirmation"]
     for name in ("cpu.md", "cpu.seed.md"):
         text = (out_dir / name).read_text()
         assert "<!--" in text and "test_touched" in text
@@ -458,10 +461,18 @@ def test_with_counts_on_wall_clock_cases_run_as_duets_judged_pair_by_pair(
     calibration of sequential runs does not gate them; the case whose A/A pairs spread
     too wide to see 10 % in 4 pairs gets extra duets of its own; and `compare --paired`
     on the same files gives pr's first verdicts."""
+    started = time.monotonic()
     code = _pr_with_a_duet_pool(tiny_repo, tmp_path, monkeypatch)
+    took = time.monotonic() - started
     assert code == 0
     data = json.loads((tiny_repo / "reports" / "pr" / "cpu.json").read_text())
     assert data["duet_calibration"]["source"] == "reports/calibration/cpu-duets.json"
+    # where the time went: each stage that ran, in the order it ran, within the run
+    seconds = data["pipeline"]["stage_seconds"]
+    assert list(seconds) == [
+        "counting", "counted_pass", "first_runs", "extra_duets", "confirmation"
+    ]  # fmt: skip
+    assert all(s > 0 for s in seconds.values()) and sum(seconds.values()) <= took
     assert data["duet_calibration"]["pairs"] == 12
     rows = {row["name"]: row for row in data["rows"]}
     touched, steady = rows["test_touched"], rows["test_steady"]
@@ -532,6 +543,12 @@ def test_a_spent_time_budget_cuts_the_extra_duets_and_the_comment_says_so(
     assert "the time budget (0.001 min) stopped the extra duets after 0 of 2;" in (
         printed.out + printed.err
     )
+    # the summary says where the time went; the planned pairs' stage ran, the cut did not
+    assert re.search(
+        r"measuring took \d+ (min \d+ )?s: counting \d+ (min \d+ )?s, counted pass .*, "
+        r"first runs .*, extra duets .*, confirmation \d+ (min \d+ )?s",
+        " ".join(printed.out.split()),  # as one line: the console wraps at its width
+    ), printed.out
     data = json.loads((tiny_repo / "reports" / "pr" / "cpu.json").read_text())
     rows = {row["name"]: row for row in data["rows"]}
     assert (rows["test_steady"]["head_runs"], rows["test_touched"]["head_runs"]) == (4, 4)

@@ -49,6 +49,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import os
@@ -56,7 +57,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -83,12 +84,16 @@ if TYPE_CHECKING:  # pragma: no cover
 
 # the base's checkout and environment are :mod:`rlpace.bench.base_revision`'s, imported
 # here for the steps that use them; they are documented there, once
-__all__ = ["PipelineConfig", "ProgressSink", "pr_judge", "run_pr"]
+__all__ = ["STAGES", "PipelineConfig", "ProgressSink", "pr_judge", "run_pr"]
 
 CALIBRATION_DIR = Path("reports") / "calibration"
 """Checked-in A/A calibrations, ``<set>.json``, used when ``--noise`` is not given."""
 QUICK_KEYWORD = "not torchrl"
 """``--quick`` drops the torchrl twins: a change to rlpace cannot move them."""
+STAGES = ("counting", "counted_pass", "first_runs", "extra_duets", "confirmation")
+"""The stages of a set's run whose seconds ``<set>.json`` records (``pipeline.stage_seconds``,
+only those that ran): the count tier, the counted pass's one duet, the first runs (or
+duets), the extra duets, the confirmation."""
 
 
 @dataclass(frozen=True)
@@ -308,6 +313,31 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
     return outcomes
 
 
+class _Stopwatch:
+    """The seconds each stage of a set's run took (:data:`STAGES`), in the order they ran.
+
+    Example:
+        >>> watch = _Stopwatch()
+        >>> with watch.stage("first_runs"):
+        ...     pass
+        >>> list(watch.seconds)
+        ['first_runs']
+    """
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        """Time the ``with`` block as stage ``name`` (one of :data:`STAGES`)."""
+        assert name in STAGES, name
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            self.seconds[name] = round(time.monotonic() - started, 1)
+
+
 @dataclass(frozen=True)
 class _SetRun:
     """What every step of one set's run needs: the settings, both sides, where runs go."""
@@ -360,11 +390,15 @@ def _run_set(pr: _SetRun, out_dir: Path) -> SetOutcome:
     environ = pr.environ
     # counts first: they take both cores, and the cases on the CPU clock they judge
     # then need one timing a side instead of every repeat
-    count_tier = (
-        _count_tier(config, pr.repo, pr.base, pr.cache, environ, progress, trusted.gates)
-        if set_name == "cpu"
-        else None
-    )
+    watch = _Stopwatch()
+    count_tier = None
+    if set_name == "cpu":
+        with watch.stage("counting"):
+            count_tier = _count_tier(
+                config, pr.repo, pr.base, pr.cache, environ, progress, trusted.gates
+            )
+        if count_tier is None:  # turned off (--no-counts)
+            watch.seconds.pop("counting")
     if progress is not None and count_tier is not None:
         progress.counts_finished(set_name, count_tier)
     split = count_tier is not None and count_tier.unavailable is None
@@ -380,37 +414,43 @@ def _run_set(pr: _SetRun, out_dir: Path) -> SetOutcome:
         progress.set_started(set_name, 2 * first_pairs + (2 if split else 0))
     clock_runs = None
     if split:
-        clock_runs = run_interleaved(
+        with watch.stage("counted_pass"):
+            clock_runs = run_interleaved(
+                set_name=set_name,
+                sides=pr.sides,
+                runs_dir=pr.cache / "runs" / f"{set_name}-cpu-clock",
+                repeats=1,
+                settings=config.effective_settings,
+                keyword=config.effective_keyword,
+                environ=pass_environ(environ, "counted"),
+                on_run=pr.on_run(),
+                duet=True,
+                count_controls=not judge.same_packages,
+            )
+    with watch.stage("first_runs"):
+        runs = run_interleaved(
             set_name=set_name,
             sides=pr.sides,
-            runs_dir=pr.cache / "runs" / f"{set_name}-cpu-clock",
-            repeats=1,
+            runs_dir=pr.cache / "runs" / set_name,
+            repeats=first_pairs,
             settings=config.effective_settings,
             keyword=config.effective_keyword,
-            environ=pass_environ(environ, "counted"),
+            environ=pass_environ(environ, "timed") if split else environ,
             on_run=pr.on_run(),
-            duet=True,
+            duet=split,
+            # a base with packages of its own may run another torchrl: count the twins
             count_controls=not judge.same_packages,
         )
-    first_started = time.monotonic()
-    runs = run_interleaved(
-        set_name=set_name,
-        sides=pr.sides,
-        runs_dir=pr.cache / "runs" / set_name,
-        repeats=first_pairs,
-        settings=config.effective_settings,
-        keyword=config.effective_keyword,
-        environ=pass_environ(environ, "timed") if split else environ,
-        on_run=pr.on_run(),
-        duet=split,
-        # a base with packages of its own may run another torchrl: count the twins
-        count_controls=not judge.same_packages,
-    )
     extension: list[tuple[SideRuns, tuple[str, ...]]] = []
     budget_cut = None
     if split:
-        first_took = (time.monotonic() - first_started) / max(runs.repeats, 1)
-        extension, budget_cut = _extra_duets(pr, judge, runs, first_pairs, wall_repeats, first_took)
+        first_took = watch.seconds["first_runs"] / max(runs.repeats, 1)
+        with watch.stage("extra_duets"):
+            extension, budget_cut = _extra_duets(
+                pr, judge, runs, first_pairs, wall_repeats, first_took
+            )
+        if not extension:
+            watch.seconds.pop("extra_duets")
     wall = {
         side: (*getattr(runs, side), *(p for r, _ in extension for p in getattr(r, side)))
         for side in ("head", "base")
@@ -427,7 +467,10 @@ def _run_set(pr: _SetRun, out_dir: Path) -> SetOutcome:
     comparison = judge.judge(head_df, base_df)
     if count_tier is not None:
         count_tier = replace(count_tier, timed_once=split)
-    comparison, confirm_runs = _confirm(pr, judge, comparison, count_tier)
+    with watch.stage("confirmation"):
+        comparison, confirm_runs = _confirm(pr, judge, comparison, count_tier)
+    if confirm_runs is None:
+        watch.seconds.pop("confirmation")
     if count_tier is not None:
         from rlpace.bench.counts.tier import apply_count_tier
 
@@ -447,6 +490,7 @@ def _run_set(pr: _SetRun, out_dir: Path) -> SetOutcome:
         clock_runs,
         paired=judge.paired,
         extension=extension,
+        stage_seconds=watch.seconds,
     )
 
 

@@ -174,5 +174,27 @@ def print_summary(outcomes: Sequence[SetOutcome], console: Console) -> None:
             warning = calibration_warning(note)
             if warning:
                 console.print(f"  {warning}", markup=False, style="yellow")
+        took = _took_text(outcome.stage_seconds)
+        if took:
+            console.print(f"  {took}", markup=False)
         for path in outcome.reports:
             console.print(f"  wrote {path}")
+
+
+def _took_text(seconds: Mapping[str, float]) -> str:
+    """Where a set's time went, stage by stage (``""`` when none was recorded).
+
+    Example:
+        >>> _took_text({"counting": 302.4, "first_runs": 474.0, "confirmation": 51.2})
+        'measuring took 13 min 48 s: counting 5 min 2 s, first runs 7 min 54 s, confirmation 51 s'
+    """
+    if not seconds:
+        return ""
+    parts = ", ".join(f"{stage.replace('_', ' ')} {_duration(s)}" for stage, s in seconds.items())
+    return f"measuring took {_duration(sum(seconds.values()))}: {parts}"
+
+
+def _duration(seconds: float) -> str:
+    """``42 s`` or ``7 min 54 s``."""
+    whole = round(seconds)
+    return f"{whole} s" if whole < 60 else f"{whole // 60} min {whole % 60} s"

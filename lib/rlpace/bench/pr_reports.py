@@ -15,8 +15,8 @@ Example:
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -57,6 +57,9 @@ class SetOutcome:
     runs: SideRuns | None = None
     confirm_runs: SideRuns | None = None
     """The confirmation's runs (None when nothing was flagged or ``confirm`` is 0)."""
+    stage_seconds: Mapping[str, float] = field(default_factory=dict)
+    """The seconds each stage that ran took, in the order they ran
+    (:data:`rlpace.bench.pipeline.STAGES`)."""
 
     @property
     def flagged(self) -> tuple[BenchmarkChange, ...]:
@@ -118,6 +121,7 @@ def write_reports(
     *,
     paired: bool = False,
     extension: Sequence[tuple[SideRuns, tuple[str, ...]]] = (),
+    stage_seconds: Mapping[str, float] | None = None,
 ) -> SetOutcome:
     """Write one set's ``<set>.md`` (rlpace style), ``<set>.seed.md`` (seed style) and
     ``<set>.json`` (the comparison as data, with how its runs ran under ``pipeline``)
@@ -136,6 +140,8 @@ def write_reports(
         clock_runs: the counted pass's duet (count tier on), or None.
         paired: whether the timed runs were duets, judged pair by pair.
         extension: the extra duets' stages, each with its cases.
+        stage_seconds: the seconds each stage of the run took, in the order they ran
+            (:data:`rlpace.bench.pipeline.STAGES`).
 
     Raises:
         BenchInputError: the record written is one the comment job's schema refuses (a
@@ -193,11 +199,13 @@ def write_reports(
         if clock_runs is None
         else {"repeats": clock_runs.repeats, "duet": True, "order": run_order(clock_runs)}
     )
+    seconds = dict(stage_seconds or {})
+    data["pipeline"]["stage_seconds"] = seconds
     json_path = out_dir / f"{set_name}.json"
     write_whole(json_path, json.dumps(data, indent=2) + "\n")
     written.append(json_path)
     _check_record(json_path)
-    return SetOutcome(set_name, comparison, None, tuple(written), runs, confirm_runs)
+    return SetOutcome(set_name, comparison, None, tuple(written), runs, confirm_runs, seconds)
 
 
 def _check_record(path: Path) -> None:
