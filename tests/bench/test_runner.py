@@ -22,6 +22,7 @@ from rlpace.bench.cli import main
 from rlpace.bench.errors import BenchInputError
 from rlpace.bench.results import load_results
 from rlpace.bench.runner import RunSettings, abba_schedule, pytest_args, run, stable_environ
+from rlpace.bench.work_counts.measure import measure_work_counts
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -367,6 +368,82 @@ def test_a_wall_clock_case_takes_the_rounds_floor_the_runner_sets(tmp_path):
         rounds[floor] = json.loads(outcome.output.read_text())["benchmarks"][0]["stats"]["rounds"]
     assert rounds[(0, 1.0)] == 5 and rounds[(20, 1.0)] == 20
     assert 10 <= rounds[(40, 0.15)] <= 15  # 0.15 s of ~10 ms rounds, not 40
+
+
+PURE = """
+import json
+import os
+import sys
+
+from rlpace.bench.suite import Timed, case
+
+
+@case(params={"n": [8]})
+def test_pure(n):
+    def teardown():
+        with open(os.environ["RLPACE_TEST_PROBE"], "w") as fh:
+            json.dump({"torch_loaded": "torch" in sys.modules}, fh)
+
+    return Timed(lambda: sum(range(n)), teardown=teardown)
+"""
+
+LAZY = """
+import json
+import os
+
+
+from rlpace.bench.suite import Timed, case
+
+
+@case(params={"n": [8]})
+def test_lazy(n):
+    import torch  # first imported by the case's setup, after collection
+
+    x = torch.ones(n)
+
+    def teardown():
+        with open(os.environ["RLPACE_TEST_PROBE"], "w") as fh:
+            json.dump({"threads": torch.get_num_threads()}, fh)
+
+    return Timed(lambda: x + 1, teardown=teardown)
+"""
+
+
+def test_a_pure_python_suite_never_loads_torch_and_a_lazy_one_gets_its_threads(
+    tmp_path, monkeypatch
+):
+    """Importing torch costs over a second a process: the plugin never imports it for a
+    suite that does not, and its record says torch ran nothing; a case that loads torch
+    in its setup still gets ``--rlpace-threads`` before it is timed."""
+    probe = tmp_path / "probe.json"
+    monkeypatch.setenv("RLPACE_TEST_PROBE", str(probe))
+    root = _suite_repo(tmp_path, test_pure=PURE)
+    outcome = run(output=tmp_path / "pure.json", root=root, quiet=True,
+                  settings=RunSettings(max_time=0.02))  # fmt: skip
+    assert outcome.ok, outcome.log
+    assert json.loads(probe.read_text()) == {"torch_loaded": False}
+    doc = json.loads(outcome.output.read_text())
+    env = doc["machine_info"]["rlpace"]
+    assert env["torch_num_threads"] is None and env["cuda_device"] is None
+    assert env["torch"] == torch.__version__  # the installed version, read without importing
+    (result,) = doc["benchmarks"]
+    counts = result["extra_info"]["work_counts"]  # the wall clock: its work counted
+    assert counts["profiler"] == "none (no torch)" and counts["ops"] == [0] * counts["calls"]
+    # the Python calls, counted as in a process with torch and its profiler on
+    same = measure_work_counts(lambda: sum(range(8)), calls=counts["calls"], cuda=False)
+    assert counts["py_calls"] == same["py_calls"] and same["profiler"].startswith("torch ")
+    # a case that loads torch itself: the threads are set once it has (3: not torch's
+    # default on this machine, which has no OMP_NUM_THREADS here)
+    lazy = _suite_repo(tmp_path / "lazy", test_lazy=LAZY)
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", str(lazy / "tests" / "benchmarks"), "-q", "-p",
+         "no:cacheprovider", "--rlpace-threads=3", "--benchmark-max-time=0.02"],
+        env={**env, "PYTHONPATH": str(ROOT / "lib"), "RLPACE_BENCH_WORK_COUNTS": "0"},
+        capture_output=True, text=True, cwd=lazy, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads(probe.read_text()) == {"threads": 3}
 
 
 def test_a_malformed_rounds_floor_is_a_usage_error_naming_the_variable(tmp_path, monkeypatch):

@@ -4,9 +4,11 @@ Options:
     --rlpace-set {cpu,gpu}: which set to run (default ``cpu``). In the GPU set, cases
         without ``gpu=True`` are deselected, and every case skips with a reason when
         CUDA is missing.
-    --rlpace-threads N: call ``torch.set_num_threads(N)`` once in this process before
-        any case runs; defaults to ``$RLPACE_BENCH_THREADS`` (``rlpace-bench run`` sets
-        it to 1); unset leaves torch's default.
+    --rlpace-threads N: call ``torch.set_num_threads(N)`` once in this process, as
+        soon as torch is loaded (after collection, or when a case's setup first imports
+        it) and before any case is timed; defaults to ``$RLPACE_BENCH_THREADS``
+        (``rlpace-bench run`` sets it to 1); unset leaves torch's default. A suite that
+        never imports torch does not load it for this.
     --rlpace-timer {cpu,wall}: time only the cases on that clock, skip the others
         (default ``$RLPACE_BENCH_TIMER``, unset: every case).
     --rlpace-pass {counted,timed}: run only the cases of one pass of ``rlpace-bench
@@ -35,6 +37,7 @@ case on the host is timed once the run on the other core is ready to time it too
 from __future__ import annotations
 
 import os
+import sys
 
 import pytest
 
@@ -107,17 +110,24 @@ def pytest_configure(config):
                 "RLPACE_BENCH_THREADS: expected an integer >= 1, "
                 f"got {os.environ['RLPACE_BENCH_THREADS']!r}; unset it or fix the value"
             ) from None
-    if threads is not None:
-        if threads < 1:
-            raise pytest.UsageError(
-                f"--rlpace-threads: expected an integer >= 1, got {threads}; pass 1 or more"
-            )
-        import torch
+    if threads is not None and threads < 1:
+        raise pytest.UsageError(
+            f"--rlpace-threads: expected an integer >= 1, got {threads}; pass 1 or more"
+        )
+    config.rlpace_threads = threads
+    _apply_threads(config)
 
-        torch.set_num_threads(threads)
+
+def _apply_threads(config):
+    """``torch.set_num_threads`` once, as soon as torch is loaded: importing torch
+    (over a second) only to set it would slow a pure-Python suite down."""
+    if config.rlpace_threads is not None and "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(config.rlpace_threads)
+        config.rlpace_threads = None
 
 
 def pytest_collection_finish(session):
+    _apply_threads(session.config)
     sync = getattr(session.config, "rlpace_duet_sync", None)
     if sync is not None:  # the duet's other side never waits for a case this side lacks
         sync.listed(item.nodeid for item in session.items)
@@ -217,10 +227,12 @@ def pytest_pyfunc_call(pyfuncitem):
 
         if not torch.cuda.is_available():
             pytest.skip("GPU set: no CUDA device is available on this machine")
+    _apply_threads(pyfuncitem.config)
     try:
         timed = c.make(**params)
     except SkipCase as exc:
         pytest.skip(str(exc))
+    _apply_threads(pyfuncitem.config)  # its setup may be what loaded torch
     benchmark = pyfuncitem.funcargs["benchmark"]
     benchmark.extra_info.update(timed.extra_info)
     benchmark.extra_info["set"] = pyfuncitem.config.getoption("--rlpace-set")

@@ -24,6 +24,7 @@ import importlib.metadata
 import os
 import platform
 import subprocess
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -105,10 +106,14 @@ def _git(repo: Path, *args: str) -> str | None:
 
 
 def _torch_settings() -> dict[str, Any]:
-    try:
-        import torch
-    except ImportError:
-        return {"torch_num_threads": None, "torch_num_interop_threads": None, "cuda_device": None}
+    # torch's settings as this process has them: a process that never imported torch
+    # (a suite of pure-Python cases, the driver) ran none of its code, and importing it
+    # only to read them would cost more than such a run
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return dict.fromkeys(
+            ("torch_num_threads", "torch_num_interop_threads", "cuda_device", "cuda_version")
+        )
     cuda = torch.cuda.is_available()
     return {
         "torch_num_threads": torch.get_num_threads(),
@@ -127,9 +132,10 @@ def collect_environment(*, repo: Path | str | None = ".") -> dict[str, Any]:
 
     Returns:
         Versions (python, torch, tensordict, torchrl, numpy, rlpace,
-        pytest-benchmark), CPU model and count, torch's intra-/inter-op threads, the
-        ``OMP_NUM_THREADS`` / ``MKL_NUM_THREADS`` variables, the CUDA device (or
-        ``None``), and the git commit with a dirty flag.
+        pytest-benchmark), CPU model and count, torch's intra-/inter-op threads and
+        CUDA device (``None`` when this process has not imported torch: it ran none
+        of torch's code), the ``OMP_NUM_THREADS`` / ``MKL_NUM_THREADS`` variables, and
+        the git commit with a dirty flag.
 
     Example:
         >>> env = collect_environment(repo=None)

@@ -254,6 +254,10 @@ def measure_work_counts(
         functions that made the most calls themselves, ``[times called, calls made]``
         (:func:`~rlpace.bench.work_counts.python.calls_made`); ``py_calls`` and
         ``calls_made`` are left out when another profiler holds Python's profiling hook.
+    In a process that has not imported torch (a suite of pure-Python cases), ``fn``
+    cannot have run a torch operator: the profiler is not started (importing torch
+    for it would cost more than the case), the operator metrics are zero and
+    ``profiler`` says so; the Python calls are counted as always.
 
     Example:
         >>> import torch
@@ -265,19 +269,25 @@ def measure_work_counts(
         >>> one["py_calls"], two["py_calls"]  # the lambda and its code in this file
         ([1, 1], [1, 1])
     """
+    import contextlib
     import cProfile
     import gc
 
-    import torch
-    from torch.profiler import ProfilerActivity, profile, record_function
-
     if not isinstance(calls, int) or not 1 <= calls <= MAX_CALLS:
         raise ValueError(f"calls: expected an integer in [1, {MAX_CALLS}], got {calls!r}")
-    if cuda is None:
-        cuda = torch.cuda.is_available()
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    if cuda:
-        torch.cuda.synchronize()
+    torch: Any = None
+    if cuda or "torch" in sys.modules:
+        import torch
+        from torch.profiler import ProfilerActivity, profile, record_function
+
+        if cuda is None:
+            cuda = torch.cuda.is_available()
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+        if cuda:
+            torch.cuda.synchronize()
+        profiling: Any = profile(activities=activities)
+    else:  # no torch in this process: nothing for its profiler to see
+        profiling, cuda = contextlib.nullcontext(), False
     # Python <= 3.11 would replace (and then clear) another profiler's hook: leave it be
     py_totals: list[int] | None = None if sys.getprofile() is not None else []
     py_names: dict[str, list[int]] = {}
@@ -288,10 +298,11 @@ def measure_work_counts(
     gc.collect()
     gc.disable()  # a collection's finalizers would land in whichever call it interrupts
     try:
-        with profile(activities=activities) as prof:
+        with profiling as prof:
             for i in range(calls):
                 counter = cProfile.Profile() if py_totals is not None else None
-                with record_function(f"{_REGION}#{i}"):
+                region = f"{_REGION}#{i}"
+                with record_function(region) if torch is not None else contextlib.nullcontext():
                     try:
                         if counter is not None:
                             counter.enable()
@@ -315,7 +326,7 @@ def measure_work_counts(
     finally:
         if collecting:
             gc.enable()
-    events = prof.events()
+    events = prof.events() if torch is not None else []
     out: dict[str, Any] = {"calls": calls, **count_events(events, calls)}
     names = count_names(events, calls)
     if py_totals is not None and len(py_totals) == calls:
@@ -328,5 +339,5 @@ def measure_work_counts(
         called = {name: statistics.median(py_called[name]) for name in made}
         out["calls_made"] = {name: [float(called[name]), made[name]] for name in made}
     out["names"] = dict(sorted(names.items()))
-    out["profiler"] = f"torch {torch.__version__}"
+    out["profiler"] = f"torch {torch.__version__}" if torch is not None else "none (no torch)"
     return out
