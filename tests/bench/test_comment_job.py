@@ -18,7 +18,8 @@ import yaml
 from tests.bench.fixtures.bot.fake_github import BOT, FakeGitHub
 
 from rlpace.bench.cli import main as cli_main
-from rlpace.bench.compare import COMPARISON_FORMAT_VERSION, compare_runs
+from rlpace.bench.compare import compare_runs
+from rlpace.bench.comparison import COMPARISON_FORMAT_VERSION
 from rlpace.bench.errors import BenchInputError
 from rlpace.bench.markdown_safe import COMMENT_LIMIT
 from rlpace.bench.render import REPORT_MARKER
@@ -298,7 +299,7 @@ def test_a_dispatched_run_posts_only_while_the_pr_still_has_the_reviewed_head(
 def test_a_comparison_with_the_count_tier_survives_the_record_and_renders_inert():
     """``pr --counts`` adds count fields and a ``count_tier`` summary; the trusted job
     validates and re-renders them, and function names from the PR's code stay inert."""
-    from rlpace.bench.compare import BenchmarkChange, Comparison, Verdict
+    from rlpace.bench.comparison import BenchmarkChange, Comparison, Verdict
     from rlpace.bench.comparison_record import record_from_dict
     from rlpace.bench.render import render_report
 
@@ -335,7 +336,7 @@ def test_a_variance_prior_of_infinite_degrees_of_freedom_survives_the_record():
     refused every such artifact (caught by pr's own read-back)."""
     import math
 
-    from rlpace.bench.compare import Comparison
+    from rlpace.bench.comparison import Comparison
     from rlpace.bench.comparison_record import record_from_dict
     from rlpace.bench.stats import fit_variance_prior
 
@@ -354,7 +355,7 @@ def test_a_variance_prior_of_infinite_degrees_of_freedom_survives_the_record():
 def test_what_a_time_budget_cut_survives_the_record_and_the_comment_says_it():
     """``pr --time-budget`` records what it cut; the trusted job accepts exactly that
     shape, re-renders the sentence from it, and refuses a field it does not know."""
-    from rlpace.bench.compare import BenchmarkChange, Comparison, Verdict
+    from rlpace.bench.comparison import BenchmarkChange, Comparison, Verdict
     from rlpace.bench.comparison_record import record_from_dict
     from rlpace.bench.render import render_report
 

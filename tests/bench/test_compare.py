@@ -6,14 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from rlpace.bench.compare import (
-    COMPARISON_FORMAT_VERSION,
-    BenchmarkChange,
-    Comparison,
-    Verdict,
-    compare_runs,
-    confirm_verdicts,
-)
+from rlpace.bench.compare import compare_runs, confirm_verdicts
+from rlpace.bench.comparison import COMPARISON_FORMAT_VERSION, BenchmarkChange, Comparison, Verdict
 from rlpace.bench.errors import BenchInputError
 from rlpace.bench.results import load_results, merge_runs, results_from_records
 

@@ -5,7 +5,8 @@ import math
 
 import numpy as np
 
-from rlpace.bench.compare import Verdict, compare_runs
+from rlpace.bench.compare import compare_runs
+from rlpace.bench.comparison import Verdict
 from rlpace.bench.controls import (
     NoiseFloor,
     control_changes,

@@ -23,7 +23,7 @@ import pytest
 
 import rlpace.bench.counts
 from rlpace.bench.cli import main as cli_main
-from rlpace.bench.compare import BenchmarkChange, Comparison, Verdict
+from rlpace.bench.comparison import BenchmarkChange, Comparison, Verdict
 from rlpace.bench.counts.dumps import WARM_TRIGGER, inclusive_costs, read_dump, read_dumps
 from rlpace.bench.counts.gates import read_gates
 from rlpace.bench.counts.pricing import FAMILIES, PRICING, priced_calls, priced_events
@@ -1316,7 +1316,7 @@ def test_why_shows_a_dispatcher_symbol_short_enough_for_the_record(monkeypatch, 
     """A count regression inside PyTorch names C++ symbols of 500+ characters; ``pr``
     once wrote them into its comparison, which the comment job's schema refused (no
     comment at all). The cause shows them with template arguments elided."""
-    from rlpace.bench.compare import BenchmarkChange, Comparison, Verdict
+    from rlpace.bench.comparison import BenchmarkChange, Comparison, Verdict
     from rlpace.bench.comparison_record import record_from_dict
     from rlpace.bench.counts import why
 

@@ -18,7 +18,7 @@ from rlpace.bench.calibration import (
     read_duet_calibration,
 )
 from rlpace.bench.cli import main
-from rlpace.bench.compare import Verdict
+from rlpace.bench.comparison import Verdict
 from rlpace.bench.comparison_record import record_from_dict
 from rlpace.bench.environment import collect_environment
 from rlpace.bench.errors import BenchInputError

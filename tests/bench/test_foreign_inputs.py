@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 
 from rlpace.bench.cli import main
-from rlpace.bench.compare import Verdict, compare_runs
+from rlpace.bench.compare import compare_runs
+from rlpace.bench.comparison import Verdict
 from rlpace.bench.errors import BenchInputError
 from rlpace.bench.render import render_report
 from rlpace.bench.results import load_results

@@ -11,7 +11,8 @@ import pytest
 
 from rlpace.bench.calibration import BenchmarkNoise, Calibration, read_calibration
 from rlpace.bench.cli import main as cli_main
-from rlpace.bench.compare import Verdict, compare_runs
+from rlpace.bench.compare import compare_runs
+from rlpace.bench.comparison import Verdict
 from rlpace.bench.errors import BenchInputError
 from rlpace.bench.gates import NoiseModel
 from rlpace.bench.judge import Judge
@@ -141,7 +142,7 @@ def test_a_flag_its_work_counts_decided_survives_a_confirmation_of_other_flags()
     counts and another case's time: the confirmation re-ran the timed flag alone, and
     cleared the work-count flag "for want of a result". Exact counts are not put to
     fresh runs; their flag stands whatever the confirmation of the others finds."""
-    from rlpace.bench.compare import BenchmarkChange, Comparison
+    from rlpace.bench.comparison import BenchmarkChange, Comparison
     from rlpace.bench.results import results_from_records
 
     rows = (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rlpace.bench.compare import BenchmarkChange, Comparison, Verdict
+from rlpace.bench.comparison import BenchmarkChange, Comparison, Verdict
 from rlpace.bench.markdown_safe import COMMENT_LIMIT, cap, code_span, neutralize
 from rlpace.bench.render import render_report
 
@@ -138,7 +138,7 @@ def test_the_calibration_sentence_cannot_break_out_of_its_paragraph():
 def test_a_free_text_unit_from_a_file_renders_inert_in_both_styles():
     """An asv ``track_*`` unit comes from the result file (or an artifact's JSON): it
     goes through the neutraliser like a name."""
-    from rlpace.bench.compare import BenchmarkChange, Comparison, Verdict
+    from rlpace.bench.comparison import BenchmarkChange, Comparison, Verdict
     from rlpace.bench.render import render_report
 
     hostile = "[click](https://evil.example) @maintainer"

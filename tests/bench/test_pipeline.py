@@ -781,7 +781,7 @@ def test_the_printed_summary_gives_a_count_verdict_its_instructions_and_time():
 
     from rich.console import Console
 
-    from rlpace.bench.compare import BenchmarkChange, Comparison, Verdict
+    from rlpace.bench.comparison import BenchmarkChange, Comparison, Verdict
     from rlpace.bench.pr_progress import print_summary
     from rlpace.bench.pr_reports import SetOutcome
 

@@ -6,7 +6,8 @@ import re
 
 import pytest
 
-from rlpace.bench.compare import BenchmarkChange, Comparison, Verdict, compare_runs
+from rlpace.bench.compare import compare_runs
+from rlpace.bench.comparison import BenchmarkChange, Comparison, Verdict
 from rlpace.bench.errors import BenchInputError
 from rlpace.bench.render import (
     GITHUB_COMMENT_LIMIT,

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from rlpace.bench.compare import BenchmarkChange, Comparison, Verdict
+from rlpace.bench.comparison import BenchmarkChange, Comparison, Verdict
 from rlpace.bench.comparison_record import record_from_dict
 from rlpace.bench.counts.records import CaseCount, CountRun
 from rlpace.bench.counts.tier import CountTier, apply_count_tier

@@ -23,7 +23,7 @@ import pytest
 import torch
 
 from rlpace.bench.cli import main as cli_main
-from rlpace.bench.compare import Verdict
+from rlpace.bench.comparison import Verdict
 from rlpace.bench.comparison_record import record_from_dict
 from rlpace.bench.errors import BenchInputError
 from rlpace.bench.judge import Judge
@@ -579,7 +579,7 @@ def test_compare_writes_the_work_section_and_a_record_that_reads_back(gpu_runs, 
 def test_the_sensitivity_line_claims_only_rows_whose_thread_launches_something():
     """A wall-clock case whose calling thread only waits for its workers counts zeros:
     it is not said to catch a change of its work."""
-    from rlpace.bench.compare import BenchmarkChange, Comparison
+    from rlpace.bench.comparison import BenchmarkChange, Comparison
     from rlpace.bench.sensitivity import sensitivity
 
     zeros = {"kernels": 0, "syncs": 0, "copies": 0, "ops": 0}

@@ -27,14 +27,14 @@ import importlib
 from typing import Any
 
 PUBLIC_NAMES = {
-    "BenchmarkChange": "rlpace.bench.compare",
-    "Comparison": "rlpace.bench.compare",
+    "BenchmarkChange": "rlpace.bench.comparison",
+    "Comparison": "rlpace.bench.comparison",
     "Judge": "rlpace.bench.judge",
     "NoiseModel": "rlpace.bench.gates",
     "PipelineConfig": "rlpace.bench.pipeline",
     "RunSettings": "rlpace.bench.runner",
     "Timed": "rlpace.bench.suite",
-    "Verdict": "rlpace.bench.compare",
+    "Verdict": "rlpace.bench.comparison",
     "case": "rlpace.bench.suite",
     "compare_runs": "rlpace.bench.compare",
     "load_results": "rlpace.bench.results",

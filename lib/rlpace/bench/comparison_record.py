@@ -1,7 +1,7 @@
 """Read the comparison JSON a benchmark artifact carries, trusting none of it.
 
 The ``pr`` pipeline writes ``<set>.json`` next to its rendered reports: the
-:meth:`~rlpace.bench.compare.Comparison.to_dict` layout plus a ``pipeline`` block
+:meth:`~rlpace.bench.comparison.Comparison.to_dict` layout plus a ``pipeline`` block
 (or, for a skipped set, a ``rlpace-pr-skipped`` record). On a pull request that file
 comes from the pull request's own code, so the trusted comment job reads it here:
 
@@ -10,7 +10,7 @@ comes from the pull request's own code, so the trusted comment job reads it here
 - validated against :data:`COMPARISON_SCHEMA` or :data:`SKIPPED_SCHEMA` (jsonschema):
   every field typed, every string and list length-capped, at most
   :data:`MAX_ROWS` rows;
-- turned back into a :class:`~rlpace.bench.compare.Comparison` (the inverse of
+- turned back into a :class:`~rlpace.bench.comparison.Comparison` (the inverse of
   ``to_dict``) that the renderer formats; nothing in the file is ever posted as
   markdown.
 
@@ -35,7 +35,7 @@ from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from rlpace.bench.compare import COMPARISON_FORMAT_VERSION, BenchmarkChange, Comparison, Verdict
+from rlpace.bench.comparison import COMPARISON_FORMAT_VERSION, BenchmarkChange, Comparison, Verdict
 from rlpace.bench.controls import NoiseFloor
 from rlpace.bench.errors import BenchInputError
 

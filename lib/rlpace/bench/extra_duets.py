@@ -108,7 +108,7 @@ def run_stages(
     seconds a duet is expected to take (the last stage's mean, which timed the same
     cases or more; before any, ``estimate`` here: a first duet's). Returns each
     stage that ran with its cases, and what the budget cut (None: nothing), as
-    :attr:`rlpace.bench.compare.Comparison.time_budget` records it: ``budget_min``
+    :attr:`rlpace.bench.comparison.Comparison.time_budget` records it: ``budget_min``
     (the budget in minutes, as given), ``planned_duets`` and ``ran_duets`` of the
     duets past ``planned`` pairs, and ``short``, the cases that got fewer pairs than
     planned.

@@ -17,7 +17,7 @@ a frozen value holding every setting a verdict depends on:
 
 The judge never runs anything: it takes results tables (one per side, runs already
 merged with :func:`rlpace.bench.results.merge_runs`) and returns a
-:class:`~rlpace.bench.compare.Comparison`. The pipeline decides what to run.
+:class:`~rlpace.bench.comparison.Comparison`. The pipeline decides what to run.
 
 Example:
     >>> from rlpace.bench.results import results_from_records
@@ -38,13 +38,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from rlpace.bench.compare import (
-    SINGLE_RUN_NOISE,
-    Comparison,
-    Verdict,
-    compare_runs,
-    confirm_verdicts,
-)
+from rlpace.bench.compare import SINGLE_RUN_NOISE, compare_runs, confirm_verdicts
+from rlpace.bench.comparison import Comparison, Verdict
 from rlpace.bench.controls import noise_floor_from_controls
 from rlpace.bench.errors import BenchInputError
 from rlpace.bench.gates import NoiseModel

@@ -78,7 +78,7 @@ from rlpace.bench.runner import SUITE_DIR, RunOutcome, RunSettings, suite_presen
 from rlpace.bench.thresholds import PAIRED_THRESHOLD
 
 if TYPE_CHECKING:  # pragma: no cover
-    from rlpace.bench.compare import Comparison
+    from rlpace.bench.comparison import Comparison
     from rlpace.bench.counts.tier import CountTier
     from rlpace.bench.judge import Judge
 
@@ -799,7 +799,7 @@ class ProgressSink:
 
     def extend_cut(self, set_name: str, cut: Mapping[str, object]) -> None:
         """The time budget stopped the extra duets (``cut``: what
-        :attr:`rlpace.bench.compare.Comparison.time_budget` records)."""
+        :attr:`rlpace.bench.comparison.Comparison.time_budget` records)."""
 
     def run_finished(self, repeat: int, side: str, outcome: RunOutcome) -> None:
         """One run ended."""

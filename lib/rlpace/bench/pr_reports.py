@@ -26,7 +26,7 @@ from rlpace.bench.errors import BenchInputError
 from rlpace.bench.interleave import SideRuns, duet_order, run_order
 
 if TYPE_CHECKING:  # pragma: no cover
-    from rlpace.bench.compare import BenchmarkChange, Comparison
+    from rlpace.bench.comparison import BenchmarkChange, Comparison
 
 __all__ = [
     "REPORT_STYLES",
@@ -66,7 +66,7 @@ class SetOutcome:
         """Benchmarks whose verdict is a regression."""
         if self.comparison is None:
             return ()
-        from rlpace.bench.compare import Verdict
+        from rlpace.bench.comparison import Verdict
 
         return self.comparison.by_verdict(Verdict.WORSENED)
 

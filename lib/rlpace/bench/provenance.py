@@ -34,7 +34,7 @@ from typing import Any
 
 import pandas as pd
 
-from rlpace.bench.compare import Comparison, Verdict
+from rlpace.bench.comparison import Comparison, Verdict
 
 __all__ = [
     "COMMON_MODE_MIN_BENCHMARKS",

@@ -10,7 +10,8 @@ Two styles:
 - ``"seed"``: the comment of the pytest-benchmark PR bot that RL projects used before,
   reproduced to the character (LaTeX colour macros, bold changes beyond the threshold).
 
-Templates only format; every decision comes from :mod:`rlpace.bench.compare`.
+Templates only format; every decision comes from :mod:`rlpace.bench.compare`, as the
+typed :class:`~rlpace.bench.comparison.Comparison` it returns.
 
 Example:
     >>> from rlpace.bench.compare import compare_runs
@@ -34,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from rlpace.bench import units
-from rlpace.bench.compare import BenchmarkChange, Comparison, Verdict
+from rlpace.bench.comparison import BenchmarkChange, Comparison, Verdict
 from rlpace.bench.controls import CONTROL_IMPL
 from rlpace.bench.counts.pricing import FAMILIES
 from rlpace.bench.errors import BenchInputError
@@ -392,7 +393,7 @@ def render_report(
     """Render one or several comparisons as PR-comment markdown.
 
     Args:
-        comparisons: one :class:`~rlpace.bench.compare.Comparison`, or a mapping set
+        comparisons: one :class:`~rlpace.bench.comparison.Comparison`, or a mapping set
             name (``"cpu"``, ``"gpu"``) → comparison; the ``rlpace`` style shows one
             section per set, the ``seed`` style one table per set.
         style: ``"rlpace"`` (default) or ``"seed"``.
@@ -628,7 +629,7 @@ def paired_text(comparison: Comparison) -> str:
 
 def _budget_text(cut: Mapping[str, Any] | None) -> str:
     """What the comment says of the extra duets ``pr``'s time budget cut
-    (:attr:`rlpace.bench.compare.Comparison.time_budget`), else nothing.
+    (:attr:`rlpace.bench.comparison.Comparison.time_budget`), else nothing.
 
     Example:
         >>> print(_budget_text({"budget_min": 13, "planned_duets": 6, "ran_duets": 2,

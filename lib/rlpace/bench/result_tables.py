@@ -29,7 +29,7 @@ from typing import Any
 
 import pandas as pd
 
-from rlpace.bench.compare import BenchmarkChange, Verdict
+from rlpace.bench.comparison import BenchmarkChange, Verdict
 from rlpace.bench.errors import BenchInputError
 from rlpace.bench.results import load_results, merge_runs
 from rlpace.bench.units import format_rate, format_value

@@ -37,7 +37,7 @@ import math
 import statistics
 from dataclasses import dataclass
 
-from rlpace.bench.compare import BenchmarkChange, Comparison
+from rlpace.bench.comparison import BenchmarkChange, Comparison
 from rlpace.bench.controls import CONTROL_IMPL
 from rlpace.bench.work_counts.verdict import JUDGED
 

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from rlpace.bench.calibration._config import CalibrationConfig
 from rlpace.bench.calibration._records import BenchmarkNoise, Calibration
-from rlpace.bench.compare import Comparison, Verdict
+from rlpace.bench.comparison import Comparison, Verdict
 from rlpace.bench.errors import BenchInputError
 from rlpace.bench.gates import (
     DETECTION_POWER,

@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import TextIO
 
 from rlpace.bench.calibration import read_calibration, read_duet_calibration
-from rlpace.bench.compare import SINGLE_RUN_NOISE, Comparison
+from rlpace.bench.compare import SINGLE_RUN_NOISE
+from rlpace.bench.comparison import Comparison
 from rlpace.bench.environment import require_compatible_runs
 from rlpace.bench.errors import BenchInputError
 from rlpace.bench.judge import Judge

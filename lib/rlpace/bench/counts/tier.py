@@ -55,7 +55,7 @@ from rlpace.bench.counts.why import RegressionCause, explain_regression
 from rlpace.bench.errors import EnvironmentMismatchError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from rlpace.bench.compare import Comparison
+    from rlpace.bench.comparison import Comparison
 
 __all__ = ["GATES_FILE", "CountTier", "apply_count_tier", "run_count_tier"]
 
@@ -332,7 +332,7 @@ def apply_count_tier(comparison: Comparison, tier: CountTier) -> Comparison:
         >>> row.verdict.value, row.count_change_pct, row.count_note
         ('worsened', 3.0, 'count regression; time did not move enough to flag (time +0.4%)')
     """
-    from rlpace.bench.compare import Verdict
+    from rlpace.bench.comparison import Verdict
 
     by_id = {c.test_id: c for c in tier.changes}
     rows = []

@@ -25,7 +25,7 @@ from rlpace.bench.work_counts.verdict import compare_work_counts
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-    from rlpace.bench.compare import Comparison
+    from rlpace.bench.comparison import Comparison
 
 __all__ = ["apply_work_counts"]
 
@@ -57,7 +57,7 @@ def apply_work_counts(comparison: Comparison, head: pd.DataFrame, base: pd.DataF
         >>> row.verdict.value, row.work_note
         ('worsened', 'work-count regression (kernels 4 → 6, ops 4 → 6 per call); time did not move enough to flag (time +1.0%)')
     """
-    from rlpace.bench.compare import Verdict
+    from rlpace.bench.comparison import Verdict
 
     heads, bases = _first_counts(head), _first_counts(base)
     if not heads and not bases:
