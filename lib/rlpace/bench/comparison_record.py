@@ -18,7 +18,7 @@ Every refusal is a :class:`~rlpace.bench.errors.BenchInputError` with one line t
 names the file, the place in it and what was expected, never the offending value.
 
 Example:
-    >>> from rlpace.bench.compare import BenchmarkChange, Comparison, Verdict
+    >>> from rlpace.bench.comparison import BenchmarkChange, Comparison, Verdict
     >>> data = Comparison(rows=(BenchmarkChange("t::a", "a", Verdict.NEW),)).to_dict()
     >>> data["pipeline"] = {"set": "cpu"}
     >>> record = record_from_dict(data, source="cpu.json")

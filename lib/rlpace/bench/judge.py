@@ -201,7 +201,7 @@ class Judge:
         what a confirmation re-runs.
 
         Example:
-            >>> from rlpace.bench.compare import BenchmarkChange
+            >>> from rlpace.bench.comparison import BenchmarkChange
             >>> Judge().flagged(Comparison(rows=(BenchmarkChange("a", "a", Verdict.UNCHANGED),
             ...                                  BenchmarkChange("b", "b", Verdict.WORSENED))))
             ['b']
@@ -213,7 +213,7 @@ class Judge:
         work counts decided the flag (exact counts: fresh runs would count the same).
 
         Example:
-            >>> from rlpace.bench.compare import BenchmarkChange
+            >>> from rlpace.bench.comparison import BenchmarkChange
             >>> rows = (BenchmarkChange("a", "a", Verdict.WORSENED, work_verdict="regression"),
             ...         BenchmarkChange("b", "b", Verdict.WORSENED, work_verdict="same"))
             >>> Judge().to_confirm(Comparison(rows=rows))

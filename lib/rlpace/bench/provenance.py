@@ -17,7 +17,7 @@ the mistakes that make every verdict wrong at once:
 These are decisions, so they live here and not in the templates, which only print them.
 
 Example:
-    >>> from rlpace.bench.compare import BenchmarkChange, Comparison, Verdict
+    >>> from rlpace.bench.comparison import BenchmarkChange, Comparison, Verdict
     >>> c = Comparison(rows=(BenchmarkChange("a", "a", Verdict.REMOVED, base_mean=1.0),
     ...                      BenchmarkChange("b", "b", Verdict.NEW)))
     >>> [w.kind for w in comparison_warnings(c)]
@@ -124,7 +124,7 @@ def comparison_warnings(comparison: Comparison) -> list[ComparisonWarning]:
     """The warnings about ``comparison`` as a whole, most serious first.
 
     Example:
-        >>> from rlpace.bench.compare import BenchmarkChange, Comparison, Verdict
+        >>> from rlpace.bench.comparison import BenchmarkChange, Comparison, Verdict
         >>> rows = tuple(BenchmarkChange(f"b{i}", f"b{i}", Verdict.IMPROVED,
         ...              median_change_pct=-12.0) for i in range(10))
         >>> print(comparison_warnings(Comparison(rows=rows))[0].text)

@@ -17,7 +17,7 @@ same figures the comment's *Detectable* column shows:
 Pure: no files, no markdown (the renderer words it).
 
 Example:
-    >>> from rlpace.bench.compare import BenchmarkChange, Comparison, Verdict
+    >>> from rlpace.bench.comparison import BenchmarkChange, Comparison, Verdict
     >>> rows = (
     ...     BenchmarkChange("t::a", "a", Verdict.UNCHANGED, median_change_pct=0.4, mdc_pct=31.0,
     ...                     count_verdict="same", count_gate_pct=1.0, count_detect_pct=1.02),
@@ -63,7 +63,7 @@ def detectable_pct(row: BenchmarkChange, threshold: float) -> tuple[float, str]:
     :meth:`Sensitivity.catches` asks a timed row for more than the threshold.
 
     Example:
-        >>> from rlpace.bench.compare import BenchmarkChange, Verdict
+        >>> from rlpace.bench.comparison import BenchmarkChange, Verdict
         >>> detectable_pct(BenchmarkChange("t::b", "b", Verdict.UNCHANGED, mdc_pct=3.0), 5.0)
         (5.0, 'timing')
         >>> detectable_pct(BenchmarkChange("t::a", "a", Verdict.UNCHANGED, mdc_pct=40.0,
@@ -177,7 +177,7 @@ def sensitivity(comparison: Comparison) -> Sensitivity:
     """The :class:`Sensitivity` of ``comparison``.
 
     Example:
-        >>> from rlpace.bench.compare import BenchmarkChange, Comparison, Verdict
+        >>> from rlpace.bench.comparison import BenchmarkChange, Comparison, Verdict
         >>> rows = (BenchmarkChange("t::a", "a", Verdict.UNCHANGED, median_change_pct=1.0,
         ...                         mdc_pct=7.0),)
         >>> sensitivity(Comparison(rows=rows, threshold=5.0)).catches(10.0)

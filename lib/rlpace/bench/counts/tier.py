@@ -108,7 +108,7 @@ class CountTier:
         both sides whose time ``pr`` took once a side, for display (``timed_once``).
 
         Example:
-            >>> from rlpace.bench.compare import BenchmarkChange, Verdict
+            >>> from rlpace.bench.comparison import BenchmarkChange, Verdict
             >>> tier = CountTier(changes=(CountChange("a", "same", instructions_change=0.0),),
             ...                  timed_once=True)
             >>> once = BenchmarkChange("t::a", "a", Verdict.WORSENED, head_runs=1, base_runs=1)
@@ -323,7 +323,7 @@ def apply_count_tier(comparison: Comparison, tier: CountTier) -> Comparison:
     """Join the count tier's verdicts to the timing comparison's rows (see module doc).
 
     Example:
-        >>> from rlpace.bench.compare import BenchmarkChange, Comparison, Verdict
+        >>> from rlpace.bench.comparison import BenchmarkChange, Comparison, Verdict
         >>> timing = Comparison(rows=(BenchmarkChange("t.py::a", "a", Verdict.UNCHANGED,
         ...                                           median_change_pct=-0.4),))
         >>> counts = CountTier(changes=(CountChange("a", "regression", instructions_change=0.03,

@@ -6,7 +6,7 @@ and sets each row's verdict and reading: a case whose launched work grew is flag
 whatever the clock said.
 
 Example:
-    >>> from rlpace.bench.compare import Comparison
+    >>> from rlpace.bench.comparison import Comparison
     >>> from rlpace.bench.results import results_from_records
     >>> run = results_from_records([{"fullname": "a", "data": [1.0]}])
     >>> apply_work_counts(Comparison(rows=()), run, run).rows
@@ -46,7 +46,7 @@ def apply_work_counts(comparison: Comparison, head: pd.DataFrame, base: pd.DataF
     ``comparison``; rows without counts on either side are left as they are.
 
     Example:
-        >>> from rlpace.bench.compare import BenchmarkChange, Comparison, Verdict
+        >>> from rlpace.bench.comparison import BenchmarkChange, Comparison, Verdict
         >>> from rlpace.bench.results import results_from_records
         >>> w = lambda k: {"work_counts": {"calls": 1, "kernels": [k], "syncs": [0],
         ...                                "copies": [0], "ops": [k]}}
