@@ -234,6 +234,13 @@ def _kept_medians(per_name: dict[str, list[int]], limit: int) -> dict[str, float
     return {name: medians[name] for name in sorted(kept)}
 
 
+class _NoEvents:
+    """The profile of a process without torch: no operator events."""
+
+    def events(self) -> list:
+        return []
+
+
 def measure_work_counts(
     fn: Callable[[], Any], *, calls: int = CALLS, cuda: bool | None = None
 ) -> dict[str, Any]:
@@ -287,7 +294,11 @@ def measure_work_counts(
             torch.cuda.synchronize()
         profiling: Any = profile(activities=activities)
     else:  # no torch in this process: nothing for its profiler to see
-        profiling, cuda = contextlib.nullcontext(), False
+        profiling, cuda = contextlib.nullcontext(_NoEvents()), False
+
+        def record_function(name: str) -> contextlib.AbstractContextManager:
+            return contextlib.nullcontext()
+
     # Python <= 3.11 would replace (and then clear) another profiler's hook: leave it be
     py_totals: list[int] | None = None if sys.getprofile() is not None else []
     py_names: dict[str, list[int]] = {}
@@ -301,8 +312,7 @@ def measure_work_counts(
         with profiling as prof:
             for i in range(calls):
                 counter = cProfile.Profile() if py_totals is not None else None
-                region = f"{_REGION}#{i}"
-                with record_function(region) if torch is not None else contextlib.nullcontext():
+                with record_function(f"{_REGION}#{i}"):
                     try:
                         if counter is not None:
                             counter.enable()
@@ -326,7 +336,7 @@ def measure_work_counts(
     finally:
         if collecting:
             gc.enable()
-    events = prof.events() if torch is not None else []
+    events = prof.events()
     out: dict[str, Any] = {"calls": calls, **count_events(events, calls)}
     names = count_names(events, calls)
     if py_totals is not None and len(py_totals) == calls:
