@@ -125,7 +125,7 @@ def test_cap_is_the_last_resort():
 
 
 def test_the_calibration_sentence_cannot_break_out_of_its_paragraph():
-    from rlpace.bench.render import calibration_text
+    from rlpace.bench.render_notes import calibration_text
 
     note = {"source": "cal`\n\n# x.json", "pool": 3, "created": "\n\n# [a](https://e.vil)"}
     text = calibration_text(note)

@@ -13,12 +13,11 @@ from rlpace.bench.render import (
     GITHUB_COMMENT_LIMIT,
     REPORT_MARKER,
     escape_markdown,
-    format_ops,
-    format_time,
     render_report,
-    seed_change_cell,
 )
+from rlpace.bench.render_seed import seed_change_cell
 from rlpace.bench.results import load_results, results_from_records
+from rlpace.bench.units import format_ops, format_time
 
 NAN = float("nan")
 
@@ -370,7 +369,7 @@ def test_huge_detectable_changes_read_as_factors():
 
 
 def test_the_calibration_line_says_how_its_false_alarms_were_judged_and_warns_on_a_mismatch():
-    from rlpace.bench.render import calibration_text, calibration_warning
+    from rlpace.bench.render_notes import calibration_text, calibration_warning
 
     note = {"source": "cpu.json", "pool": 32, "held_out_alarms": 0, "held_out_runs": 64,
             "false_alarm_bound": 0.05, "confirm": 2, "held_out_alarms_first": 6,

@@ -14,7 +14,8 @@ from rlpace.bench.counts.records import CaseCount, CountRun
 from rlpace.bench.counts.tier import CountTier, apply_count_tier
 from rlpace.bench.counts.verdict import compare_counts, gate_from_aa
 from rlpace.bench.errors import BenchInputError
-from rlpace.bench.render import render_report, sensitivity_text
+from rlpace.bench.render import render_report
+from rlpace.bench.render_notes import sensitivity_text
 from rlpace.bench.sensitivity import detectable_pct, sensitivity
 
 

@@ -601,7 +601,7 @@ def test_the_sensitivity_line_claims_only_rows_whose_thread_launches_something()
     )  # fmt: skip
     seen = sensitivity(Comparison(rows=rows))
     assert (seen.work_counted, seen.work_handoff) == (2, 1)
-    from rlpace.bench.render import sensitivity_text
+    from rlpace.bench.render_notes import sensitivity_text
 
     assert sensitivity_text(Comparison(rows=rows)).endswith(
         "whatever its size in time; in 1 of them that thread dispatches no operator: it "

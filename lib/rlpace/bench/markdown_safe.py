@@ -24,7 +24,8 @@ What a reader sees on GitHub is the original text, less the invisible characters
 
 :func:`cap` keeps any comment within :data:`COMMENT_LIMIT` (65,536 characters,
 GitHub's limit for an issue comment) as a last resort after the styles' own
-shrinking, with a note saying it was cut.
+shrinking (:func:`largest_fitting` finds how many rows still fit), with a note
+saying it was cut.
 
 Example:
     >>> print(neutralize("# see #12 @octocat [x](https://e.vil)"))
@@ -37,9 +38,10 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Callable
 from typing import Any
 
-__all__ = ["COMMENT_LIMIT", "CUT_NOTE", "cap", "code_span", "neutralize"]
+__all__ = ["COMMENT_LIMIT", "CUT_NOTE", "cap", "code_span", "largest_fitting", "neutralize"]
 
 #: GitHub refuses issue and pull-request comments longer than this many characters.
 COMMENT_LIMIT = 65_536
@@ -131,3 +133,23 @@ def cap(text: str, limit: int = COMMENT_LIMIT) -> str:
     if len(text) <= limit:
         return text
     return text[: max(0, limit - len(CUT_NOTE))] + CUT_NOTE[: max(limit, 0)]
+
+
+def largest_fitting(high: int, fits: Callable[[int], bool]) -> int:
+    """The largest ``n`` in ``[0, high]`` with ``fits(n)`` (binary search; 0 if none): how
+    many rows of a table a comment can show and stay within its limit.
+
+    ``fits`` must be monotone: true up to some ``n``, false beyond.
+
+    Example:
+        >>> largest_fitting(100, lambda n: n * n <= 50)
+        7
+    """
+    low = 0
+    while low < high:
+        mid = (low + high + 1) // 2
+        if fits(mid):
+            low = mid
+        else:
+            high = mid - 1
+    return low

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from rlpace.bench.base_revision import BaseCheckout
 from rlpace.bench.pipeline import PipelineConfig, ProgressSink
 from rlpace.bench.pr_reports import SetOutcome
-from rlpace.bench.render import calibration_text, calibration_warning, sensitivity_text
+from rlpace.bench.render_notes import calibration_text, calibration_warning, sensitivity_text
 from rlpace.bench.work_counts.verdict import DECIDING
 
 if TYPE_CHECKING:  # pragma: no cover
