@@ -2,7 +2,7 @@
 
 Decide, then render: the figures come from
 :class:`rlpace.bench.calibration.Calibration`; this module only formats them. (What a
-PR comment says about its calibration is :func:`rlpace.bench.render.calibration_text`.)
+PR comment says about its calibration is :func:`rlpace.bench.render_notes.calibration_text`.)
 
 Example:
     >>> from rlpace.bench.calibration import Calibration
