@@ -386,3 +386,16 @@ def test_the_calibration_line_says_how_its_false_alarms_were_judged_and_warns_on
     assert "with a confirmation" not in calibration_text(old)
     both = calibration_warning({**old, "mismatch": {"cpu_count": [2, 4]}})
     assert both.count("⚠️") == 2 and "this run used a confirmation of 2 runs a side" in both
+
+
+def test_sets_whose_headings_collide_are_all_rendered_in_both_styles():
+    base = results_from_records([{"fullname": "t::a", "data": [1.0, 1.01, 0.99] * 5}])
+    head = results_from_records([{"fullname": "t::a", "data": [2.0, 2.02, 1.98] * 5}])
+    same = compare_runs(head, base)
+    sets = {"cpu": compare_runs(head), "CPU": same}
+    rlpace = render_report(sets)
+    assert "### cpu" in rlpace and "### CPU" in rlpace and "1 regression" in rlpace
+    seed = render_report(sets, style="seed")
+    assert "Benchmark results (cpu)" in seed and "Benchmark results (CPU)" in seed
+    # without a collision the headings are the sets' titles, as before
+    assert "### CPU" in render_report({"cpu": same, "gpu": same})

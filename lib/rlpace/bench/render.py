@@ -207,6 +207,20 @@ def _sets(comparisons: Comparison | Mapping[str, Comparison]) -> dict[str, Compa
     )
 
 
+def _titled(sets: dict[str, Comparison]) -> dict[str, Comparison]:
+    """``sets`` keyed by their headings (:data:`SET_TITLES`), or by their own names when
+    two would share a heading (``"cpu"`` and ``"CPU"``): no set is ever dropped.
+
+    Example:
+        >>> list(_titled({"cpu": Comparison(rows=()), "mine": Comparison(rows=())}))
+        ['CPU', 'mine']
+        >>> list(_titled({"cpu": Comparison(rows=()), "CPU": Comparison(rows=())}))
+        ['cpu', 'CPU']
+    """
+    titled = {SET_TITLES.get(name, name): c for name, c in sets.items()}
+    return titled if len(titled) == len(sets) else dict(sets)
+
+
 def render_report(
     comparisons: Comparison | Mapping[str, Comparison],
     *,
@@ -247,7 +261,7 @@ def render_report(
     """
     if style not in STYLES:
         raise BenchInputError(f"style: expected one of {', '.join(STYLES)}, got {style!r}")
-    sets = {SET_TITLES.get(name, name): c for name, c in _sets(comparisons).items()}
+    sets = _titled(_sets(comparisons))
     title = title or DEFAULT_TITLE
     if style == "seed":
         return render_seed(sets, title, max_chars, _environment().get_template("seed.md.j2"))
