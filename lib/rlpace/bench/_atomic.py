@@ -18,6 +18,7 @@ def write_whole(path: Path, text: str) -> Path:
         '{}'
         >>> sorted(x.name for x in p.parent.iterdir())
         ['g.json']
+        >>> import shutil; shutil.rmtree(p.parent.parent)
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -408,6 +408,7 @@ class ReplayBuffer:
             >>> other.loads(path)
             >>> len(other)
             3
+            >>> import shutil; shutil.rmtree(path)
         """
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
@@ -422,7 +423,8 @@ class ReplayBuffer:
         Example:
             >>> import tempfile
             >>> from rlpace.data import ReplayBuffer, TensorStorage
-            >>> ReplayBuffer(TensorStorage(5)).loads(tempfile.mkdtemp())
+            >>> with tempfile.TemporaryDirectory() as empty:
+            ...     ReplayBuffer(TensorStorage(5)).loads(empty)
             Traceback (most recent call last):
             ...
             FileNotFoundError: ... holds no saved replay buffer (rlpace-replay-buffer.json is missing); pass the directory given to ReplayBuffer.dumps

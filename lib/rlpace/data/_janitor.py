@@ -58,6 +58,7 @@ def sweep_orphans(root: str | os.PathLike, prefix: str) -> list[str]:
         >>> (dead / IN_USE).touch()           # its users are gone: nobody holds the lock
         >>> [Path(p).name for p in sweep_orphans(root, "rlpace-rb-")]
         ['rlpace-rb-dead']
+        >>> os.rmdir(root)
     """
     removed = []
     try:
@@ -119,6 +120,7 @@ def remove_stale_temporaries(directory: Path, is_ours=lambda stem: True) -> list
         1
         >>> remove_stale_temporaries(folder), sorted(p.name for p in folder.iterdir())
         (['spec.json.tmp4242'], [])
+        >>> folder.rmdir()
     """
     removed = []
     for entry in os.scandir(directory):

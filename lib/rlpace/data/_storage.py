@@ -644,6 +644,7 @@ class MemmapStorage(_TensorStorageBase):
         >>> reopened = MemmapStorage(10, path=path)
         >>> len(reopened), reopened.get(torch.tensor([3]))["obs"]
         (4, tensor([3.]))
+        >>> import shutil; shutil.rmtree(path)
     """
 
     def __init__(self, max_size: int, path: str | os.PathLike | None = None):

@@ -36,6 +36,7 @@ def duet_files(runs_dirs: Sequence[Path]) -> tuple[list[Path], list[Path]]:
         ...     (d / f"{side}-{k}.json").touch()
         >>> [p.name for p in duet_files([d])[0]]
         ['head-0.json', 'head-1.json', 'head-2.json', 'head-10.json']
+        >>> import shutil; shutil.rmtree(d)
     """
     seen: set[Path] = set()
     heads_all: list[Path] = []

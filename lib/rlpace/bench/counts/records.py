@@ -183,6 +183,7 @@ def write_counts(run: CountRun, path: Path) -> Path:
         >>> p = Path(tempfile.mkdtemp()) / "counts.json"
         >>> write_counts(CountRun(meta={}), p).name
         'counts.json'
+        >>> import shutil; shutil.rmtree(p.parent)
     """
     return write_whole(path, json.dumps(run.to_dict(), indent=1) + "\n")
 
