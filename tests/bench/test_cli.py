@@ -35,6 +35,37 @@ def test_parser_is_named_like_the_console_script():
     assert build_parser().prog == "rlpace-bench"
 
 
+def test_parsing_any_command_line_imports_no_heavy_library():
+    # every rlpace-bench call parses first: with every subcommand's parser built,
+    # nothing the work needs (pandas, scipy, jinja2, torch, rich) may be loaded yet
+    code = (
+        "import sys\n"
+        "from rlpace.bench.cli import build_parser\n"
+        "parser = build_parser()\n"
+        "for argv in (['compare', '--head', 'h.json', '--style', 'seed'], ['show', 'r.json'],\n"
+        "             ['peers', 'r.json'], ['pr', '--quick'], ['history']):\n"
+        "    parser.parse_known_args(argv)\n"
+        "heavy = ('pandas', 'scipy', 'numpy', 'jinja2', 'torch', 'rich', 'httpx')\n"
+        "print(sorted(m for m in heavy if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+def test_the_parsers_offer_the_names_the_work_accepts():
+    from rlpace.bench import choices, render, result_tables
+
+    assert tuple(result_tables.COMPARE_COLUMNS) == choices.COMPARE_COLUMN_NAMES
+    assert tuple(result_tables.SHOW_COLUMNS) == choices.SHOW_COLUMN_NAMES
+    assert tuple(result_tables._SORT_KEYS) == choices.COMPARE_SORT_KEYS
+    assert render.STYLES is choices.STYLES
+    compare = build_parser()._subparsers._group_actions[0].choices["compare"]
+    text = compare.format_help()
+    for name in (*choices.COMPARE_COLUMN_NAMES, *choices.COMPARE_SORT_KEYS, *choices.STYLES):
+        assert name in text
+
+
 # ---------------------------------------------------------------- compare and show
 
 FIXTURES = Path(__file__).parent / "fixtures"

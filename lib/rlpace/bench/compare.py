@@ -24,7 +24,7 @@ How a change is decided (both sides ran and have usable times):
 within one process say nothing about the process-to-process noise (4-16 % on a
 shared machine), so unless the benchmark has calibrated noise (``noise``) or the run
 has a control floor, the comparator *assumes* a process noise of
-:data:`SINGLE_RUN_NOISE` (``single_run_noise``) and the row carries it in
+:data:`~rlpace.bench.thresholds.SINGLE_RUN_NOISE` (``single_run_noise``) and the row carries it in
 ``assumed_noise_pct``; the report says so.
 
 Either way a change is only flagged when it is larger than the effect ``threshold``
@@ -82,18 +82,14 @@ from rlpace.bench.stats import (
     prior_conflict,
     run_level_noise,
 )
+from rlpace.bench.thresholds import SINGLE_RUN_NOISE
 
 __all__ = [
-    "SINGLE_RUN_NOISE",
     "compare_runs",
     "confirm_verdicts",
     "pair_spread_summary",
 ]
 
-#: The process noise assumed, as a fraction, for a benchmark judged on one run a side
-#: without calibrated noise: the middle of the 4-16 % process-to-process spread
-#: measured on shared 2-core machines. A change must beat it to be flagged.
-SINGLE_RUN_NOISE = 0.10
 #: Fewest raw samples per side for the rank test; fewer falls back to intervals.
 MIN_SAMPLES = 3
 _NAN = float("nan")

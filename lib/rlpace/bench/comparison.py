@@ -141,7 +141,7 @@ class BenchmarkChange:
     (:mod:`rlpace.bench.units`)."""
     assumed_noise_pct: float = _NAN
     """The process noise assumed (not measured) because a side had one run and no
-    calibration: :data:`~rlpace.bench.compare.SINGLE_RUN_NOISE` in %; NaN when the noise was measured."""
+    calibration: :data:`~rlpace.bench.thresholds.SINGLE_RUN_NOISE` in %; NaN when the noise was measured."""
     count_verdict: str | None = None
     """The count tier's verdict (``regression``, ``improvement``, ``same``,
     ``not-counted``, ...; see :mod:`rlpace.bench.counts`), None when it did not run."""

@@ -38,12 +38,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from rlpace.bench.compare import SINGLE_RUN_NOISE, compare_runs, confirm_verdicts
+from rlpace.bench.compare import compare_runs, confirm_verdicts
 from rlpace.bench.comparison import Comparison, Verdict
 from rlpace.bench.controls import noise_floor_from_controls
 from rlpace.bench.errors import BenchInputError
 from rlpace.bench.gates import NoiseModel
-from rlpace.bench.thresholds import PAIRED_THRESHOLD
+from rlpace.bench.thresholds import PAIRED_THRESHOLD, SINGLE_RUN_NOISE
 from rlpace.bench.work_counts.join import apply_work_counts
 from rlpace.bench.work_counts.verdict import DECIDING
 

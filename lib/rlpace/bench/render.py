@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from rlpace.bench import units
+from rlpace.bench.choices import STYLES
 from rlpace.bench.comparison import BenchmarkChange, Comparison, Verdict
 from rlpace.bench.counts.pricing import FAMILIES
 from rlpace.bench.errors import BenchInputError
@@ -59,12 +60,9 @@ __all__ = [
     "GITHUB_COMMENT_LIMIT",
     "REPORT_MARKER",
     "SET_TITLES",
-    "STYLES",
     "escape_markdown",
     "render_report",
 ]
-
-STYLES = ("rlpace", "seed")
 
 #: GitHub refuses comments longer than this many characters.
 GITHUB_COMMENT_LIMIT = COMMENT_LIMIT

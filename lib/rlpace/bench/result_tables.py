@@ -60,7 +60,8 @@ def _num(value: Any) -> Any:
     return value
 
 
-#: ``compare`` columns: name → (formatted cell, raw value for CSV/JSON).
+#: ``compare`` columns: name → (formatted cell, raw value for CSV/JSON); the names are
+#: :data:`~rlpace.bench.choices.COMPARE_COLUMN_NAMES`, in that order.
 COMPARE_COLUMNS: dict[str, tuple[Callable[[BenchmarkChange], str], Callable[[Any], Any]]] = {
     "name": (lambda r: r.name, lambda r: r.name),
     "fullname": (lambda r: r.fullname, lambda r: r.fullname),
@@ -94,7 +95,8 @@ COMPARE_COLUMNS: dict[str, tuple[Callable[[BenchmarkChange], str], Callable[[Any
 }
 DEFAULT_COMPARE_COLUMNS = ("name", "verdict", "change", "interval", "head", "base")
 
-#: ``show`` columns over a results table row.
+#: ``show`` columns over a results table row; the names are
+#: :data:`~rlpace.bench.choices.SHOW_COLUMN_NAMES`, in that order.
 SHOW_COLUMNS: dict[str, tuple[Callable[[pd.Series], str], Callable[[pd.Series], Any]]] = {
     "name": (lambda r: str(r["name"]), lambda r: r["name"]),
     "fullname": (lambda r: str(r["fullname"]), lambda r: r["fullname"]),
@@ -196,6 +198,7 @@ def filter_rows(
     return [r for r in rows if keep(r)]
 
 
+#: Row orders of a comparison, keyed by :data:`~rlpace.bench.choices.COMPARE_SORT_KEYS`.
 _SORT_KEYS: dict[str, Callable[[BenchmarkChange], Any]] = {
     "name": lambda r: r.name,
     "fullname": lambda r: r.fullname,

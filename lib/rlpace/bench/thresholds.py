@@ -6,17 +6,18 @@ fully holds, so they keep :data:`THRESHOLD`. A duet's pairs (base and head at th
 time, one per core) met the same load, which cancels in each pair's log ratio, and the
 paired test's gate, with its prior from the A/A duet calibration, holds what noise is
 left: they are asked for :data:`PAIRED_THRESHOLD`. The count tier has gates of its own
-(a 1 % floor; :mod:`rlpace.bench.counts`). Import-light on purpose: the command-line
+(a 1 % floor; :mod:`rlpace.bench.counts`). A row with one run a side and no
+calibration is judged against :data:`SINGLE_RUN_NOISE`. Import-light on purpose: the command-line
 parsers read these for their defaults.
 
 Example:
-    >>> THRESHOLD, PAIRED_THRESHOLD
-    (5.0, 2.0)
+    >>> THRESHOLD, PAIRED_THRESHOLD, SINGLE_RUN_NOISE
+    (5.0, 2.0, 0.1)
 """
 
 from __future__ import annotations
 
-__all__ = ["PAIRED_THRESHOLD", "THRESHOLD"]
+__all__ = ["PAIRED_THRESHOLD", "SINGLE_RUN_NOISE", "THRESHOLD"]
 
 THRESHOLD = 5.0
 """The effect threshold (%) of a row judged on runs one after another (``--threshold``)."""
@@ -29,3 +30,9 @@ At 4 pairs on a 2-core host the paired gates are 1.8–37 % (the duet calibratio
 sequential runs bound none of them either, but kept every one from catching a 5 %
 slow-down. 2 % is the change the issue of the deterministic tiers asks the
 single-process cases to see."""
+
+SINGLE_RUN_NOISE = 0.10
+"""The process noise assumed, as a fraction, for a benchmark judged on one run a side
+without calibrated noise (``--single-run-noise``, in %): the middle of the 4-16 %
+process-to-process spread measured on shared 2-core machines. A change must beat it
+to be flagged."""

@@ -22,24 +22,14 @@ import sys
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from rlpace.bench.calibration import read_calibration, read_duet_calibration
-from rlpace.bench.compare import SINGLE_RUN_NOISE
-from rlpace.bench.comparison import Comparison
-from rlpace.bench.environment import require_compatible_runs
+from rlpace.bench.choices import COMPARE_COLUMN_NAMES, COMPARE_SORT_KEYS, STYLES
 from rlpace.bench.errors import BenchInputError
-from rlpace.bench.judge import Judge
-from rlpace.bench.render import STYLES, escape_markdown, render_report
-from rlpace.bench.result_tables import (
-    comparison_table,
-    expand_paths,
-    filter_rows,
-    format_table,
-    load_side,
-    sort_rows,
-)
-from rlpace.bench.thresholds import PAIRED_THRESHOLD
+from rlpace.bench.thresholds import PAIRED_THRESHOLD, SINGLE_RUN_NOISE, THRESHOLD
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rlpace.bench.comparison import Comparison
 
 NAME = "compare"
 HELP = "Compare head result files against base result files and render the report."
@@ -74,8 +64,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--threshold",
         type=float,
-        default=5.0,
-        help="smallest change in %% that may be flagged (default: 5)",
+        default=THRESHOLD,
+        help=f"smallest change in %% that may be flagged (default: {THRESHOLD:g})",
     )
     parser.add_argument(
         "--paired-threshold",
@@ -123,7 +113,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="only benchmarks flagged, new, removed or failed",
     )
     parser.add_argument(
-        "--sort", help="row order: name, fullname, group, verdict, change, ratio, head, base"
+        "--sort",
+        help=f"row order: {', '.join(COMPARE_SORT_KEYS)} (a leading '-' reverses)",
     )
     parser.add_argument(
         "--group-by",
@@ -133,8 +124,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--columns",
         help="comma-separated columns of a table (csv/json, or markdown as a plain table): "
-        "name, fullname, group, verdict, change, interval, noise, head, base, head_mean, "
-        "base_mean, ops, unit, note",
+        + ", ".join(COMPARE_COLUMN_NAMES),
     )
     parser.add_argument(
         "--format",
@@ -162,6 +152,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _check_pairs(head: list[Path | str], base: list[Path | str]) -> None:
     """``--paired`` needs one base file per head file (the two runs of a duet)."""
+    from rlpace.bench.result_tables import expand_paths
+
     h, b = len(expand_paths(head)), len(expand_paths(base))
     if h != b or h < 2:
         raise BenchInputError(
@@ -208,6 +200,8 @@ def _with_subjects(comparison: Comparison) -> Comparison:
 
 
 def _by_group(comparison: Comparison) -> dict[str, Comparison]:
+    from rlpace.bench.render import escape_markdown
+
     groups: dict[str, list] = {}
     for row in comparison.rows:
         groups.setdefault(row.group or "(no group)", []).append(row)
@@ -224,7 +218,7 @@ def compare_files(
     base: Path | str | Sequence[Path | str] | None = None,
     style: str = "rlpace",
     title: str = "",
-    threshold: float = 5.0,
+    threshold: float = THRESHOLD,
     alpha: float = 0.05,
     single_run_noise: float = SINGLE_RUN_NOISE,
     paired: bool = False,
@@ -264,6 +258,20 @@ def compare_files(
         ...
         rlpace.bench.errors.BenchInputError: missing.json: no such file; expected a pytest-benchmark JSON or asv result file
     """
+    # the work's modules (pandas, scipy, jinja2) are imported here, not at the top, so
+    # that parsing the command line, for this command or any other, stays light
+    from rlpace.bench.calibration import read_calibration, read_duet_calibration
+    from rlpace.bench.environment import require_compatible_runs
+    from rlpace.bench.judge import Judge
+    from rlpace.bench.render import render_report
+    from rlpace.bench.result_tables import (
+        comparison_table,
+        filter_rows,
+        format_table,
+        load_side,
+        sort_rows,
+    )
+
     if fmt not in FORMATS:
         raise BenchInputError(f"--format: expected one of {', '.join(FORMATS)}, got {fmt!r}")
     base_paths = _as_list(base)

@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import argparse
 import math
+from typing import TYPE_CHECKING
 
 from rlpace.bench.errors import BenchInputError
-from rlpace.bench.peers import PeerRatio, peer_ratios
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rlpace.bench.peers import PeerRatio
 
 NAME = "peers"
 HELP = "print rlpace/torchrl median ratios (with confidence intervals) of one result file"
@@ -40,6 +43,7 @@ def format_ratio(r: PeerRatio) -> str:
     """One line: case, parameters, ratio and interval, verdict.
 
     Example:
+        >>> from rlpace.bench.peers import PeerRatio
         >>> r = PeerRatio("t::test_rb", {"n": 64}, "a", "b", 1.0, 2.0, 0.5, 0.45, 0.55, 0.95)
         >>> format_ratio(r)
         't::test_rb[n=64]  speedup 2.00x [1.82, 2.22]  time ratio 0.500  faster'
@@ -62,6 +66,8 @@ def main(args: argparse.Namespace) -> int:
         ...
         rlpace.bench.errors.BenchInputError: --confidence: expected a coverage in (0, 1) such as 0.95, got 95.0
     """
+    # imported here, not at the top, so that parsing the command line stays light
+    from rlpace.bench.peers import peer_ratios
     from rlpace.bench.results import load_results
 
     if not 0 < args.confidence < 1:

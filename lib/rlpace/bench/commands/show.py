@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
+from rlpace.bench.choices import SHOW_COLUMN_NAMES
 from rlpace.bench.errors import BenchInputError
-from rlpace.bench.result_tables import SHOW_COLUMNS, format_table, load_side, results_table
 
 NAME = "show"
 HELP = "Print the benchmarks of result files (pytest-benchmark JSON or asv)."
@@ -39,7 +39,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("files", nargs="+", help="result file(s) or glob(s), merged as runs")
     parser.add_argument("-k", dest="name_filter", help="only benchmarks whose name contains this")
     parser.add_argument("--sort", help=f"row order: {', '.join(_SORTS)} (a leading '-' reverses)")
-    parser.add_argument("--columns", help=f"comma-separated columns: {', '.join(SHOW_COLUMNS)}")
+    parser.add_argument(
+        "--columns", help=f"comma-separated columns: {', '.join(SHOW_COLUMN_NAMES)}"
+    )
     parser.add_argument("--group-by", choices=("group",), help="order the rows by benchmark group")
     parser.add_argument(
         "--format",
@@ -71,6 +73,9 @@ def show_file(
         ...
         rlpace.bench.errors.BenchInputError: missing.json: no such file; expected a pytest-benchmark JSON or asv result file
     """
+    # imported here, not at the top, so that parsing the command line stays light
+    from rlpace.bench.result_tables import format_table, load_side, results_table
+
     out = stdout or sys.stdout
     paths = [path] if isinstance(path, str | Path) else list(path)
     df = load_side(paths)
