@@ -231,6 +231,33 @@ def test_counts_of_a_case_over_other_calls_in_base_are_not_compared():
     assert compare_counts(head, same)[0].verdict == "same"
 
 
+def test_counts_warmed_apart_are_judged_on_instructions_but_not_on_cycles():
+    """A call near the counting's CPU-time line can warm the simulated caches with an
+    instrumented call on one side and run plain on the other: the same instructions,
+    but the plain side's measured call meets cold caches."""
+    base = CaseCount("t", "counted", instructions=1e6, cycles=2.0e6, warmed="instrumented",
+                     plain_cpu_s=0.98)  # fmt: skip
+    head = CaseCount("t", "counted", instructions=1.03e6, cycles=2.2e6, warmed="plain",
+                     plain_cpu_s=1.01)  # fmt: skip
+    (change,) = compare_counts(CountRun({}, (head,)), CountRun({}, (base,)))
+    assert change.verdict == "regression" and change.instructions_change == pytest.approx(0.03)
+    assert change.cycles_change is None and not change.cycles_moved
+    assert change.reason == (
+        "cycles not compared: warmed by a plain call in head (a plain call of 1.01 s CPU), "
+        "by an instrumented call in base (a plain call of 0.98 s CPU)"
+    )
+    # warmed alike, or one side from a file that does not say: compared as before
+    for other in (replace(head, warmed="instrumented"), replace(head, warmed=None)):
+        (same,) = compare_counts(CountRun({}, (other,)), CountRun({}, (base,)))
+        assert same.cycles_change == pytest.approx(0.1) and same.reason == ""
+    # the record keeps both fields through its serialiser
+    again = CountRun.from_dict(CountRun({}, (head,)).to_dict()).cases[0]
+    assert (again.warmed, again.plain_cpu_s) == ("plain", 1.01)
+    # the line is a setting of the counting, given to the counting process
+    with pytest.raises(ValueError, match=r"warm_cache_below_s: expected CPU seconds >= 0"):
+        CountSettings(warm_cache_below_s=float("nan"))
+
+
 @needs_valgrind
 def test_a_case_decides_per_parameter_set_whether_it_is_counted(counted):
     cases = counted["base"].by_id()
@@ -1239,6 +1266,13 @@ def test_the_measured_call_is_the_same_call_however_slow_the_machine(tmp_path):
     # the measured call met cold caches
     assert abs(waited.cycles / quick.cycles - 1) < CYCLES_SAME
     assert computed.cycles / quick.cycles - 1 > COLD_CACHES
+    # each count says how it warmed, and the CPU-time reading that chose it
+    assert (quick.warmed, waited.warmed, computed.warmed) == ("instrumented",) * 2 + ("plain",)
+    assert computed.plain_cpu_s >= 1.0 > waited.plain_cpu_s
+    # judged against each other: the instructions are, the cycles are not compared
+    (change,) = compare_counts(CountRun({}, (computed,)), CountRun({}, (quick,)))
+    assert change.verdict == "same" and change.cycles_change is None
+    assert change.reason.startswith("cycles not compared: warmed by a plain call in head")
 
 
 def test_aa_widened_with_a_missing_or_foreign_file_says_so_and_writes_nothing(tmp_path, capsys):

@@ -296,7 +296,16 @@ def _count_one(c, params: dict, test_id: str, spec: dict, shim, skip_case) -> di
             gc.enable()
         if warm_caches:  # after instrumentation stopped: these reads are not counted
             _drop_warm_dump(Path(spec["dumps"]), spec["warm_header"])
-        return {"status": "counted", "reason": "", "busy_share": share, "calls": calls}
+        return {
+            "status": "counted",
+            "reason": "",
+            "busy_share": share,
+            "calls": calls,
+            # how this count warmed its caches, and the reading that chose it: base and
+            # head that chose differently did not measure the same thing
+            "warmed": "instrumented" if warm_caches else "plain",
+            "plain_cpu_s": cpu_seconds,
+        }
     finally:
         if timed.teardown is not None:
             timed.teardown()

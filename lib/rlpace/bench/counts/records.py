@@ -114,6 +114,13 @@ class CaseCount:
     calls: int | None = None
     """Measured calls the counts are the mean of, and the dump the sum of (None: a
     file from before cases could ask for more than the run's ``calls``)."""
+    warmed: str | None = None
+    """How the call before the measured ones ran: ``"instrumented"`` (it warmed the
+    simulated caches, its counts dumped apart) or ``"plain"`` (a long call, whose cold
+    misses are a negligible share). None: a file from before this was recorded."""
+    plain_cpu_s: float | None = None
+    """CPU seconds of the last plain call under Valgrind, the reading that chose
+    :attr:`warmed` (below the counting's ``warm_cache_below_s``: instrumented)."""
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:

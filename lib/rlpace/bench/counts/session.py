@@ -127,6 +127,12 @@ class CountSettings:
     A sleeping or worker-driven call reads a few percent; a computing one close to 1,
     but 0.4-0.5 on a loaded machine when it hands work to helper threads, whose queued
     time this reading does not see."""
+    warm_cache_below_s: float = 1.0
+    """The extra call before the measured ones warms the simulated caches under
+    instrumentation (its counts dumped apart, thrown away) when the last plain call took
+    less CPU time than this under Valgrind; a longer call, whose cold misses are a
+    negligible share of it and whose instrumented call costs many times its plain one,
+    runs plain. Each case records which (:attr:`~rlpace.bench.counts.records.CaseCount.warmed`)."""
     case_timeout: float = 900.0
     """Seconds one case may take under Valgrind (setup included) before it is stopped."""
     python_calls: int = 200
@@ -153,6 +159,11 @@ class CountSettings:
         if not 0 <= self.busy_share <= 1:
             raise ValueError(
                 f"CountSettings.busy_share: expected a share in [0, 1], got {self.busy_share!r}"
+            )
+        if not self.warm_cache_below_s >= 0:
+            raise ValueError(
+                "CountSettings.warm_cache_below_s: expected CPU seconds >= 0, got "
+                f"{self.warm_cache_below_s!r}"
             )
         if self.case_timeout <= 0:
             raise ValueError(
@@ -489,6 +500,7 @@ def _spec(
         "warmup": settings.warmup,
         "calls": settings.calls,
         "busy_share": settings.busy_share,
+        "warm_cache_below_s": settings.warm_cache_below_s,
         "python_calls": settings.python_calls,
         "roots": roots,
         "profile": None,
@@ -516,7 +528,9 @@ def _plain_plan(python: Path, env: Mapping[str, str], paths: _Paths, spec: dict)
 def _case(
     test_id: str, result: dict, dumps: dict, settings: CountSettings, output: Path
 ) -> CaseCount:
-    fields = {k: result.get(k) for k in ("reason", "python_calls", "busy_share")}
+    fields = {
+        k: result.get(k) for k in ("reason", "python_calls", "busy_share", "warmed", "plain_cpu_s")
+    }
     fields["reason"] = fields["reason"] or ""
     status = result["status"]
     if status == "counted":

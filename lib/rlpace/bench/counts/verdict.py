@@ -209,12 +209,25 @@ class CountChange:
     cycles_moved: bool = False
     """Whether estimated cycles moved past their own gate."""
     reason: str = ""
-    """Why a case was not compared (``not-counted``): the status and reason per side."""
+    """Why a case was not compared (``not-counted``): the status and reason per side;
+    for a compared case, why its estimated cycles were not (warmed apart, see
+    :attr:`~rlpace.bench.counts.records.CaseCount.warmed`)."""
 
     @property
     def flagged(self) -> bool:
         """Whether the counts say the head got slower."""
         return self.verdict == "regression"
+
+
+def _a(warmed: str) -> str:
+    return f"an {warmed}" if warmed[:1] in "aeiou" else f"a {warmed}"
+
+
+def _cpu(case: CaseCount) -> str:
+    s = case.plain_cpu_s
+    return (
+        "its plain call's CPU time not recorded" if s is None else f"a plain call of {s:.2f} s CPU"
+    )
 
 
 def _reason(side: str, case: CaseCount | None) -> str:
@@ -279,13 +292,18 @@ def compare_counts(
             )
             changes.append(CountChange(test_id, "not-counted", reason=reason))
             continue
+        # a call near the counting's CPU-time line may warm the simulated caches with an
+        # instrumented call on one side and run plain on the other: the same
+        # instructions, but the plain side's measured call meets cold caches, so its
+        # estimated cycles are not the same measure
+        warmed_apart = bool(hc.warmed and bc.warmed and hc.warmed != bc.warmed)
         gate_of = gates.get(test_id)
         gate = gate_of.threshold(k, floor) if gate_of else max(default_gate, floor)
         cycles_gate = gate_of.cycles_threshold(k, floor) if gate_of else max(default_gate, floor)
         change = relative_change(hc.instructions, bc.instructions)
         cycles_change = (
             relative_change(hc.cycles, bc.cycles)
-            if hc.cycles is not None and bc.cycles is not None
+            if hc.cycles is not None and bc.cycles is not None and not warmed_apart
             else None
         )
         verdict = "regression" if change > gate else "improvement" if change < -gate else "same"
@@ -303,6 +321,12 @@ def compare_counts(
                 detectable=gate_of.detectable(k, floor) if gate_of else gate,
                 cycles_gate=cycles_gate,
                 cycles_moved=cycles_change is not None and abs(cycles_change) > cycles_gate,
+                reason=(
+                    f"cycles not compared: warmed by {_a(hc.warmed)} call in head "
+                    f"({_cpu(hc)}), by {_a(bc.warmed)} call in base ({_cpu(bc)})"
+                    if warmed_apart
+                    else ""
+                ),
             )
         )
     return changes
