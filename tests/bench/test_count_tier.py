@@ -231,7 +231,7 @@ def test_counts_of_a_case_over_other_calls_in_base_are_not_compared():
     assert compare_counts(head, same)[0].verdict == "same"
 
 
-def test_counts_warmed_apart_are_judged_on_instructions_but_not_on_cycles():
+def test_counts_warmed_apart_are_judged_on_instructions_but_not_on_cycles(tmp_path, capsys):
     """A call near the counting's CPU-time line can warm the simulated caches with an
     instrumented call on one side and run plain on the other: the same instructions,
     but the plain side's measured call meets cold caches."""
@@ -253,6 +253,15 @@ def test_counts_warmed_apart_are_judged_on_instructions_but_not_on_cycles():
     # the record keeps both fields through its serialiser
     again = CountRun.from_dict(CountRun({}, (head,)).to_dict()).cases[0]
     assert (again.warmed, again.plain_cpu_s) == ("plain", 1.01)
+    # `count compare` prints why the cycles are missing
+    files = [
+        write_counts(CountRun({}, (c,)), tmp_path / f"{n}.json")
+        for n, c in (("h", head), ("b", base))
+    ]
+    assert cli_main(["count", "compare", "--head", str(files[0]), "--base", str(files[1])]) == 0
+    line = capsys.readouterr().out.strip()
+    assert line.startswith("regression   t  instructions +3.00% (gate ±1.00%)  (cycles not")
+    assert line.endswith(f"({change.reason})") and "cycles +" not in line
     # the line is a setting of the counting, given to the counting process
     with pytest.raises(ValueError, match=r"warm_cache_below_s: expected CPU seconds >= 0"):
         CountSettings(warm_cache_below_s=float("nan"))

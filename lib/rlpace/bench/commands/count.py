@@ -194,6 +194,8 @@ def _compare(
             print(f"{c.verdict:12} {c.test_id}  ({c.reason})")
         else:
             cycles = "" if c.cycles_change is None else f"  cycles {100 * c.cycles_change:+.2f}%"
+            if c.reason:  # why a compared case's cycles were not (warmed apart)
+                cycles += f"  ({c.reason})"
             print(
                 f"{c.verdict:12} {c.test_id}  instructions {100 * c.instructions_change:+.2f}% "
                 f"(gate ±{100 * c.gate:.2f}%){cycles}"
