@@ -54,7 +54,7 @@ from rlpace.bench.counts.toolchain import (
 )
 from rlpace.bench.counts.verdict import CountChange, compare_counts, gate_from_aa
 from rlpace.bench.counts.why import explain_regression
-from rlpace.bench.errors import EnvironmentMismatchError
+from rlpace.bench.errors import BenchInputError, EnvironmentMismatchError
 
 needs_valgrind = pytest.mark.skipif(
     shutil.which("valgrind") is None or shutil.which("gcc") is None,
@@ -243,8 +243,8 @@ def test_counts_warmed_apart_are_judged_on_instructions_but_not_on_cycles(tmp_pa
     assert change.verdict == "regression" and change.instructions_change == pytest.approx(0.03)
     assert change.cycles_change is None and not change.cycles_moved
     assert change.reason == (
-        "cycles not compared: warmed by a plain call in head (a plain call of 1.01 s CPU), "
-        "by an instrumented call in base (a plain call of 0.98 s CPU)"
+        "cycles not compared: the cache-warming call ran plain in head (its plain call "
+        "1.01 s CPU), instrumented in base (its plain call 0.98 s CPU)"
     )
     # warmed alike, or one side from a file that does not say: compared as before
     for other in (replace(head, warmed="instrumented"), replace(head, warmed=None)):
@@ -262,6 +262,12 @@ def test_counts_warmed_apart_are_judged_on_instructions_but_not_on_cycles(tmp_pa
     line = capsys.readouterr().out.strip()
     assert line.startswith("regression   t  instructions +3.00% (gate ±1.00%)  (cycles not")
     assert line.endswith(f"({change.reason})") and "cycles +" not in line
+    # a count file that says something else is refused with what was expected
+    for bad in ({"warmed": "banana"}, {"plain_cpu_s": "fast"}, {"plain_cpu_s": -1.0}):
+        doc = CountRun({}, (head,)).to_dict()
+        doc["cases"][0].update(bad)
+        with pytest.raises(BenchInputError, match=r"a case entry is malformed .*expected .*fix:"):
+            CountRun.from_dict(doc)
     # the line is a setting of the counting, given to the counting process
     with pytest.raises(ValueError, match=r"warm_cache_below_s: expected CPU seconds >= 0"):
         CountSettings(warm_cache_below_s=float("nan"))
@@ -1281,7 +1287,7 @@ def test_the_measured_call_is_the_same_call_however_slow_the_machine(tmp_path):
     # judged against each other: the instructions are, the cycles are not compared
     (change,) = compare_counts(CountRun({}, (computed,)), CountRun({}, (quick,)))
     assert change.verdict == "same" and change.cycles_change is None
-    assert change.reason.startswith("cycles not compared: warmed by a plain call in head")
+    assert change.reason.startswith("cycles not compared: the cache-warming call ran plain in head")
 
 
 def test_aa_widened_with_a_missing_or_foreign_file_says_so_and_writes_nothing(tmp_path, capsys):

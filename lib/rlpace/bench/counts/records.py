@@ -29,6 +29,7 @@ __all__ = [
     "COUNT_FORMAT",
     "COUNT_FORMAT_VERSION",
     "STATUSES",
+    "WARMED",
     "CaseCount",
     "CountRun",
     "count_differences",
@@ -49,6 +50,10 @@ STATUSES = {
     "crashed": "the Valgrind process died during the case",
 }
 """Every status a case can have in a count file."""
+
+WARMED = (None, "instrumented", "plain")
+"""How a count's cache-warming call can have run (:attr:`CaseCount.warmed`; None: not
+recorded)."""
 
 REFUSED_KEYS = (
     "valgrind",
@@ -126,6 +131,16 @@ class CaseCount:
         if self.status not in STATUSES:
             raise ValueError(
                 f"case {self.test_id!r}: status {self.status!r}; expected one of {sorted(STATUSES)}"
+            )
+        if self.warmed not in WARMED:
+            raise ValueError(
+                f"case {self.test_id!r}: warmed {self.warmed!r}; expected one of "
+                f"{sorted(w for w in WARMED if w)} or none"
+            )
+        s = self.plain_cpu_s
+        if s is not None and (isinstance(s, bool) or not isinstance(s, int | float) or not s >= 0):
+            raise ValueError(
+                f"case {self.test_id!r}: plain_cpu_s {s!r}; expected CPU seconds >= 0 or none"
             )
 
     @property

@@ -219,15 +219,12 @@ class CountChange:
         return self.verdict == "regression"
 
 
-def _a(warmed: str) -> str:
-    return f"an {warmed}" if warmed[:1] in "aeiou" else f"a {warmed}"
-
-
-def _cpu(case: CaseCount) -> str:
+def _warmed(side: str, case: CaseCount) -> str:
     s = case.plain_cpu_s
-    return (
-        "its plain call's CPU time not recorded" if s is None else f"a plain call of {s:.2f} s CPU"
+    took = (
+        "its plain call's CPU time not recorded" if s is None else f"its plain call {s:.2f} s CPU"
     )
+    return f"{case.warmed} in {side} ({took})"
 
 
 def _reason(side: str, case: CaseCount | None) -> str:
@@ -322,8 +319,8 @@ def compare_counts(
                 cycles_gate=cycles_gate,
                 cycles_moved=cycles_change is not None and abs(cycles_change) > cycles_gate,
                 reason=(
-                    f"cycles not compared: warmed by {_a(hc.warmed)} call in head "
-                    f"({_cpu(hc)}), by {_a(bc.warmed)} call in base ({_cpu(bc)})"
+                    "cycles not compared: the cache-warming call ran "
+                    f"{_warmed('head', hc)}, {_warmed('base', bc)}"
                     if warmed_apart
                     else ""
                 ),
