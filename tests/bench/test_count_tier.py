@@ -1446,3 +1446,33 @@ def test_a_tokenizer_batch_is_counted_on_one_thread(tmp_path):
     )
     assert run.by_id()["test_tok"].counted
     assert seen == "1"
+
+
+def test_aa_gates_take_cycles_only_from_runs_that_warmed_their_caches_alike(tmp_path, capsys):
+    """A case on the counting's CPU-time line warmed plain in one A/A run: its measured
+    call met cold caches there. Its instructions are the same measure in every run, its
+    cycles are not, so its cycles gate comes from the runs that warmed alike."""
+
+    def run(cycles, warmed):
+        cases = (
+            CaseCount("edge", "counted", instructions=1e6, cycles=cycles, warmed=warmed),
+            CaseCount("calm", "counted", instructions=2e6, cycles=3.0e6, warmed="instrumented"),
+        )
+        return CountRun({"commit": "abc"}, cases)
+
+    runs = [run(2.000e6, "instrumented"), run(2.070e6, "plain"), run(2.002e6, "instrumented")]
+    gates = gate_from_aa(runs)
+    assert gates["edge"].cycles_spread == pytest.approx(0.001)  # not the cold run's 3.5 %
+    assert gates["edge"].spread == 0.0 and gates["calm"].cycles_spread == 0.0
+    # two runs that warmed apart leave no cycles reading (the floor then gates them)
+    assert gate_from_aa(runs[:2])["edge"].cycles_spread == 0.0
+    # an older file that does not say how it warmed goes with either
+    older = CountRun({"commit": "abc"}, tuple(replace(c, warmed=None) for c in runs[1].cases))
+    assert gate_from_aa([runs[0], older])["edge"].cycles_spread == pytest.approx(0.035)
+    # `count aa` says which cases warmed apart
+    files = [write_counts(r, tmp_path / f"aa{i}.json") for i, r in enumerate(runs)]
+    out = tmp_path / "gates.json"
+    assert cli_main(["count", "aa", *map(str, files), "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "note: 1 case(s) warmed their caches differently from run to run (edge)" in err
+    assert read_gates(out)[0]["edge"].cycles_spread == pytest.approx(0.001)

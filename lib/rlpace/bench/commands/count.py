@@ -155,12 +155,22 @@ def _aa(
 ) -> int:
     from rlpace.bench.counts.gates import gate_summary, write_gates
     from rlpace.bench.counts.records import count_differences, read_counts
+    from rlpace.bench.counts.verdict import warmed_apart
 
     runs = [read_counts(p) for p in paths]
     for other in runs[1:]:
         for warning in count_differences(other.meta, runs[0].meta):
             print(f"rlpace-bench count aa: warning: {warning}", file=sys.stderr)
     gates = write_gates(runs, output, widen=widen, fresh=fresh)
+    apart = warmed_apart(runs)
+    if apart:  # their cycles spread leaves out the runs that warmed the other way
+        print(
+            f"rlpace-bench count aa: note: {len(apart)} case(s) warmed their caches "
+            f"differently from run to run ({', '.join(apart[:5])}"
+            f"{', ...' if len(apart) > 5 else ''}): their cycles spread is taken over the "
+            "runs that warmed alike",
+            file=sys.stderr,
+        )
     print(json.dumps(gate_summary(gates), indent=1))
     return 0
 

@@ -38,6 +38,7 @@ __all__ = [
     "compare_counts",
     "gate_from_aa",
     "relative_change",
+    "warmed_apart",
     "widen_gates",
 ]
 
@@ -107,13 +108,24 @@ class CountGate:
 def gate_from_aa(runs: Sequence[CountRun]) -> dict[str, CountGate]:
     """Per-case gates from two or more count runs of the same code.
 
-    Only cases counted in every run get a gate.
+    Only cases counted in every run get a gate. Its cycles spread comes from the runs
+    whose cache-warming call ran the same way (:attr:`CaseCount.warmed`; the most of
+    them, two at least, else no cycles reading): a case near the counting's CPU-time
+    line can warm plain in one run, and its measured call then meets cold caches,
+    which would widen its cycles gate by a protocol's difference, not by noise.
+    ``compare_counts`` does not compare the cycles of such a pair either.
 
     Example:
         >>> a = CountRun({}, (CaseCount("t", "counted", instructions=1000.0, cycles=2000.0),))
         >>> b = CountRun({}, (CaseCount("t", "counted", instructions=1001.0, cycles=2010.0),))
         >>> gate_from_aa([a, b])["t"].spread
         0.001
+        >>> cold = CountRun({}, (CaseCount("t", "counted", instructions=1000.0, cycles=2090.0,
+        ...                                 warmed="plain"),))
+        >>> warm = [CountRun({}, (CaseCount("t", "counted", instructions=1000.0, cycles=c,
+        ...                                 warmed="instrumented"),)) for c in (2000.0, 2010.0)]
+        >>> gate_from_aa([cold, *warm])["t"].cycles_spread   # the two warmed alike
+        0.005
     """
     if len(runs) < 2:
         raise ValueError(f"A/A gates: expected 2 or more count runs, got {len(runs)}")
@@ -126,14 +138,46 @@ def gate_from_aa(runs: Sequence[CountRun]) -> dict[str, CountGate]:
         calls = {_calls(c, r) for c, r in zip(cases, runs, strict=True)}
         if len(calls) > 1:  # not the same measure in every run
             continue
-        cycles = [c.cycles for c in cases if c.cycles is not None]
+        cycles = _warmed_alike(cases)
         gates[test_id] = CountGate(
             spread=_spread([c.instructions for c in cases]),
-            cycles_spread=_spread(cycles) if len(cycles) == len(cases) else 0.0,
+            cycles_spread=_spread(cycles) if len(cycles) >= 2 else 0.0,
             runs=len(runs),
             calls=int(calls.pop()),
         )
     return gates
+
+
+def warmed_apart(runs: Sequence[CountRun]) -> list[str]:
+    """The cases whose cache-warming call ran one way in some of ``runs`` and the other
+    way in others (:attr:`CaseCount.warmed`), in the first run's order.
+
+    Example:
+        >>> runs = [CountRun({}, (CaseCount("t", "counted", instructions=1.0, warmed=w),))
+        ...         for w in ("plain", "instrumented")]
+        >>> warmed_apart(runs), warmed_apart(runs[:1])
+        (['t'], [])
+    """
+    tables = [r.by_id() for r in runs]
+    apart = []
+    for test_id in tables[0]:
+        modes = {t[test_id].warmed for t in tables if test_id in t} - {None}
+        if len(modes) > 1:
+            apart.append(test_id)
+    return apart
+
+
+def _warmed_alike(cases: Sequence[CaseCount]) -> list[float]:
+    """The estimated cycles of the largest group of ``cases`` that warmed their caches
+    the same way (an older file's unrecorded ``warmed`` goes with any); empty when a
+    case lacks cycles."""
+    if any(c.cycles is None for c in cases):
+        return []
+    modes = {c.warmed for c in cases if c.warmed is not None}
+    if len(modes) <= 1:
+        return [float(c.cycles) for c in cases]
+    groups = {m: [float(c.cycles) for c in cases if c.warmed in (m, None)] for m in sorted(modes)}
+    return max(groups.values(), key=len)
 
 
 def _calls(case: CaseCount, run: CountRun) -> int:
