@@ -713,7 +713,8 @@ def _pr_on_a_range_check(tmp_path: Path, monkeypatch) -> Path:
 def test_pr_judges_counted_cases_by_counts_and_times_them_once_a_side(tmp_path, monkeypatch):
     """A head that adds a few percent of real work (a range check over a twentieth of
     the data) to one counted case: the counts flag it, and nothing else; the counted
-    cases are timed once a side (a duet), the wall-clock case and the CPU-clock case
+    cases are timed once a side (two duets with the cores swapped, pooled into one
+    measurement a side), the wall-clock case and the CPU-clock case
     declared out of the count tier in 2 x repeats duets, judged pair by pair, each on
     its own clock."""
     repo = _pr_on_a_range_check(tmp_path, monkeypatch)
@@ -731,7 +732,7 @@ def test_pr_judges_counted_cases_by_counts_and_times_them_once_a_side(tmp_path, 
     assert rows["test_declared_out"]["count_verdict"] == "not-counted"
     assert data["count_tier"]["counted"] == 2 and data["count_tier"]["unavailable"] is None
 
-    # the counted cases ran once a side, as a duet; the timed ones in four duets, two
+    # the counted cases ran in two duets, pooled; the timed ones in four duets, two
     # with the whole set, two more of them alone (the stage after the first pairs)
     def names(path):
         ran = json.loads(path.read_text())["benchmarks"]
@@ -742,8 +743,18 @@ def test_pr_judges_counted_cases_by_counts_and_times_them_once_a_side(tmp_path, 
         return {b["name"]: (b["extra_info"]["timer"], b["extra_info"]["pass"]) for b in ran}
 
     runs, clock = tmp_path / "cache" / "runs" / "cpu", tmp_path / "cache" / "runs" / "cpu-cpu-clock"
-    assert sorted(p.name for p in clock.glob("*.json")) == ["base-0.json", "head-0.json"]
+    assert sorted(p.name for p in clock.glob("*.json")) == [
+        "base-0.json", "base-1.json", "head-0.json", "head-1.json"
+    ]  # fmt: skip
+    assert names(clock / "head-0.json") == names(clock / "head-1.json")
     assert names(clock / "head-0.json") == ["test_computes", "test_untouched"]
+    # one measurement a side: a run median of both runs' rounds, not two runs
+    rounds = sum(
+        json.loads((clock / f"head-{k}.json").read_text())["benchmarks"][0]["stats"]["rounds"]
+        for k in range(2)
+    )
+    assert rows["test_computes"]["head_runs"] == rows["test_computes"]["base_runs"] == 1
+    assert rows["test_computes"]["head_rounds"] == rounds
     for side in ("base", "head"):
         for stage in (runs, runs.with_name("cpu-extend-1")):
             for k in range(2):
@@ -752,9 +763,9 @@ def test_pr_judges_counted_cases_by_counts_and_times_them_once_a_side(tmp_path, 
                     "test_on_the_clock": ("wall", "timed"),
                 }
     assert data["pipeline"]["cpu_clock"] == {
-        "repeats": 1,
+        "repeats": 2,
         "duet": True,
-        "order": ["base-0", "head-0"],
+        "order": ["base-0", "head-0", "base-1", "head-1"],
     }
     order = [f"{s}-{k}" for k in range(2) for s in ("base", "head")]
     assert data["pipeline"]["order"] == order
@@ -771,8 +782,8 @@ def test_pr_judges_counted_cases_by_counts_and_times_them_once_a_side(tmp_path, 
     assert any(name.endswith("test_tiny.py:_check") for name, _b, _h in causes["python"])
     comment = (repo / "reports" / "pr" / "cpu.md").read_text()
     assert "test_computes" in comment and computes["count_note"].split(";")[0] in comment
-    assert "timed once a side, base and head at once" in comment
-    assert data["count_tier"]["timed_once"] is True
+    assert "timed once a side, base and head at once on a core each, pooled over 2 duets" in comment
+    assert data["count_tier"]["timed_once"] is True and data["count_tier"]["counted_duets"] == 2
 
 
 def test_the_printed_summary_gives_a_count_verdict_its_instructions_and_time():

@@ -7,6 +7,7 @@ CPU-clock case declared out of the count tier and one wall-clock case.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -124,3 +125,49 @@ def test_an_old_base_s_rows_are_kept_from_the_pass_of_their_clock(write_json):
     # a suite that skips nothing ran everything in both passes: no row is kept twice
     frame = side_results([old_clock, old_main], [old_clock, old_main])
     assert sorted(frame["name"]) == ["counted", "declared", "wall"]
+    # the counted pass's two duets are one measurement a side; the timed runs stay runs
+    frame = side_results([new_main, new_main], [new_clock, new_clock]).set_index("name")
+    assert frame.loc["counted", "run_medians"] == [1.0] and frame.loc["counted", "rounds"] == 6
+    assert frame.loc["wall", "run_medians"] == [1.0, 1.0]
+
+
+def test_compare_reads_pr_s_counted_pass_as_pr_does(write_json, tmp_path):
+    """``rlpace-bench compare --paired`` over ``pr``'s run files (its timed duets and its
+    counted pass's two duets) judges each row from as many runs as ``pr``'s judge did:
+    the counted pass pooled into one, the timed duets pair by pair."""
+    from rlpace.bench.commands.compare import compare_files
+    from rlpace.bench.judge import Judge
+    from rlpace.bench.pass_rows import side_results
+
+    def result(name, rows):
+        benchmarks = [
+            {"name": n, "fullname": f"t.py::{n}", "params": {}, "extra_info": {"pass": p},
+             "stats": {"data": data}}
+            for n, p, data in rows
+        ]  # fmt: skip
+        return write_json({"version": "5.1.0", "benchmarks": benchmarks}, name)
+
+    files = {}
+    for side, slow in (("base", 1.0), ("head", 1.3)):
+        files[side] = (
+            [result(f"{side}-timed-{k}.json", [("wall", "timed", [slow + k / 10] * 5)])
+             for k in range(2)],
+            [result(f"{side}-counted-{k}.json", [("counted", "counted", [slow + k / 10] * 5)])
+             for k in range(2)],
+        )  # fmt: skip
+    out = tmp_path / "compare.json"
+    compare_files(
+        head=[*files["head"][0], *files["head"][1]],
+        base=[*files["base"][0], *files["base"][1]],
+        paired=True,
+        json_path=out,
+        stdout=io.StringIO(),
+    )
+    said = {r["name"]: r for r in json.loads(out.read_text())["rows"]}
+    judged = Judge(paired=True).judge(side_results(*files["head"]), side_results(*files["base"]))
+    by_pr = {r.name: r for r in judged.rows}
+    assert said["counted"]["head_runs"] == by_pr["counted"].head_runs == 1
+    assert said["wall"]["head_runs"] == by_pr["wall"].head_runs == 2
+    assert {n: r["verdict"] for n, r in said.items()} == {
+        n: r.verdict.value for n, r in by_pr.items()
+    }

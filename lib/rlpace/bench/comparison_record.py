@@ -121,6 +121,7 @@ _COUNT_TIER = {
         "wall_s": {"type": "number", "minimum": 0},
         "gates": _text(300, null=True),
         "timed_once": {"type": "boolean"},
+        "counted_duets": {"type": "integer", "minimum": 0, "maximum": 100},
         "recounted": {"type": "array", "maxItems": MAX_ROWS, "items": _text(1000)},
     },
     "additionalProperties": False,

@@ -2,7 +2,8 @@
 
 With the count tier on, ``pr`` runs the suite in two passes
 (:data:`rlpace.bench.suite.PASSES`): ``counted`` (the cases the count tier judges,
-timed once a side on the CPU clock, for display) and ``timed`` (the cases judged on
+timed once a side on the CPU clock, for display, pooled over two duets with the cores
+swapped) and ``timed`` (the cases judged on
 their time, in every duet). :func:`pass_environ` tells a run which pass to run;
 :func:`side_results` merges one side's runs, each row from its own pass only (a base
 from before passes ran everything in both); :func:`rows_of_pass` picks a pass's rows
@@ -21,7 +22,7 @@ from pathlib import Path
 from rlpace.bench.runner import TIMER_VARIABLE
 from rlpace.bench.suite import PASS_ENV
 
-__all__ = ["PASS_CLOCK", "pass_environ", "rows_of_pass", "side_results"]
+__all__ = ["PASS_CLOCK", "merge_side", "pass_environ", "rows_of_pass", "side_results"]
 
 
 PASS_CLOCK = {"counted": "cpu", "timed": "wall"}
@@ -45,25 +46,64 @@ def pass_environ(
 
 def side_results(main: Sequence[Path], clock: Sequence[Path] | None):
     """One side's results, runs merged: with a counted pass (``clock``: the CPU-clock
-    cases the count tier judges, timed once a side), its rows and the main runs' rows of
-    the timed pass (a base whose suite cannot skip by pass or clock ran everything in
-    both; each row is kept from its own pass only). None when no run holds any row.
+    cases the count tier judges, timed for display, their runs pooled into one
+    measurement a side, :func:`~rlpace.bench.results.pool_runs`), its rows and the main
+    runs' rows of the timed pass (a base whose suite cannot skip by pass or clock ran
+    everything in both; each row is kept from its own pass only). None when no run
+    holds any row.
 
     Example:
         >>> side_results([], None) is None
         True
     """
-    from rlpace.bench.results import load_results, merge_runs
+    from rlpace.bench.results import load_results, merge_runs, pool_runs
 
-    frames = []
-    for paths, keep in ((clock or (), "counted"), (main, "timed" if clock is not None else None)):
+    def frames_of(paths: Sequence[Path], keep: str | None) -> list:
+        frames = []
         for path in paths:
             frame = load_results(path)
             if keep is not None:
                 frame = rows_of_pass(frame, keep)
             if len(frame):
                 frames.append(frame)
+        return frames
+
+    counted = frames_of(clock or (), "counted")
+    frames = [pool_runs(counted)] if counted else []
+    frames += frames_of(main, "timed" if clock is not None else None)
     return merge_runs(frames) if frames else None
+
+
+def merge_side(frames: Sequence):
+    """One side's result tables merged as ``pr`` merges them: the tables that hold only
+    rows of the counted pass (``extra_info["pass"]``) pooled into one measurement
+    (:func:`~rlpace.bench.results.pool_runs`: that pass's duets swap cores, they are
+    not repeats), the others merged as repeats (:func:`~rlpace.bench.results.merge_runs`).
+    ``rlpace-bench compare`` loads a side's files so, to judge ``pr``'s run files as
+    ``pr`` did.
+
+    Example:
+        >>> from rlpace.bench.results import results_from_records
+        >>> def run(n, pass_name):
+        ...     return results_from_records([{"fullname": "x", "data": [n],
+        ...                                   "extra_info": {"pass": pass_name}}])
+        >>> merge_side([run(1.0, "counted"), run(3.0, "counted")]).loc[0, "run_medians"]
+        [2.0]
+        >>> merge_side([run(1.0, "timed"), run(3.0, "timed")]).loc[0, "run_medians"]
+        [1.0, 3.0]
+    """
+    from rlpace.bench.results import merge_runs, pool_runs
+
+    frames = list(frames)
+    counted = [f for f in frames if _only_counted(f)]
+    rest = [f for f in frames if not _only_counted(f)]
+    return merge_runs(([pool_runs(counted)] if counted else []) + rest)
+
+
+def _only_counted(frame) -> bool:
+    return len(frame) > 0 and all(
+        (extra or {}).get("pass") == "counted" for extra in frame["extra_info"]
+    )
 
 
 def rows_of_pass(frame, pass_name: str):

@@ -7,9 +7,10 @@ Steps, for each benchmark set:
    :func:`prepare_base_python`);
 2. for the CPU set, count the single-process cases of both sides under Callgrind,
    side by side (:func:`rlpace.bench.counts.tier.run_count_tier`; ``counts``), then
-   time the counted cases on the CPU clock once a side, base and head at once on a
-   core each (a duet, for display: their counts judge them; the suite's ``counted``
-   pass, :data:`rlpace.bench.suite.PASSES`);
+   time the counted cases on the CPU clock for display (their counts judge them; the
+   suite's ``counted`` pass, :data:`rlpace.bench.suite.PASSES`): base and head at once
+   on a core each, in :data:`COUNTED_DUETS` duets with the cores swapped between them,
+   pooled into one measurement a side;
 3. run the set ``repeats`` times per side, interleaved base/head then head/base
    (:func:`rlpace.bench.runner.abba_schedule`), each run a fresh pytest process
    through :func:`rlpace.bench.runner.run` with its side's environment, so drift of
@@ -84,12 +85,18 @@ if TYPE_CHECKING:  # pragma: no cover
 
 # the base's checkout and environment are :mod:`rlpace.bench.base_revision`'s, imported
 # here for the steps that use them; they are documented there, once
-__all__ = ["STAGES", "PipelineConfig", "ProgressSink", "pr_judge", "run_pr"]
+__all__ = ["COUNTED_DUETS", "STAGES", "PipelineConfig", "ProgressSink", "pr_judge", "run_pr"]
 
 CALIBRATION_DIR = Path("reports") / "calibration"
 """Checked-in A/A calibrations, ``<set>.json``, used when ``--noise`` is not given."""
 QUICK_KEYWORD = "not torchrl"
 """``--quick`` drops the torchrl twins: a change to rlpace cannot move them."""
+COUNTED_DUETS = 2
+"""Duets of the counted pass, the cores swapped between them (their runs pooled into one
+measurement a side, :func:`rlpace.bench.results.pool_runs`). One duet gave base the
+first core for every case, and most of the control floor's controls run in this pass:
+on a shared host its location was then that core's lean (−3.9 to +5.0 % in six A/A
+duets of 2026-12-06), which the timed duets, alternating their cores, do not have."""
 STAGES = ("counting", "counted_pass", "first_runs", "extra_duets", "confirmation")
 """The stages of a set's run whose seconds ``<set>.json`` records (``pipeline.stage_seconds``,
 only those that ran): the count tier, the counted pass's one duet, the first runs (or
@@ -174,7 +181,8 @@ class PipelineConfig:
     """Count the CPU set's single-process cases under Callgrind first, base and head
     side by side (:mod:`rlpace.bench.counts`): a count regression is flagged whatever
     the clock says, and every counted case on the CPU clock is then timed once a side,
-    base and head at once (for display), which pays for the counting; the cases judged
+    base and head at once (for display; pooled over :data:`COUNTED_DUETS` duets with
+    the cores swapped), which pays for the counting; the cases judged
     on their time keep every repeat, as duets. Without Valgrind the comment says so and
     timing alone judges, every case every repeat."""
 
@@ -411,7 +419,7 @@ def _run_set(pr: _SetRun, out_dir: Path) -> SetOutcome:
     first_pairs = config.effective_repeats if split else wall_repeats
     judge = replace(judge, paired=split)
     if progress is not None:
-        progress.set_started(set_name, 2 * first_pairs + (2 if split else 0))
+        progress.set_started(set_name, 2 * first_pairs + (2 * COUNTED_DUETS if split else 0))
     clock_runs = None
     if split:
         with watch.stage("counted_pass"):
@@ -419,7 +427,7 @@ def _run_set(pr: _SetRun, out_dir: Path) -> SetOutcome:
                 set_name=set_name,
                 sides=pr.sides,
                 runs_dir=pr.cache / "runs" / f"{set_name}-cpu-clock",
-                repeats=1,
+                repeats=COUNTED_DUETS,
                 settings=config.effective_settings,
                 keyword=config.effective_keyword,
                 environ=pass_environ(environ, "counted"),
@@ -466,7 +474,9 @@ def _run_set(pr: _SetRun, out_dir: Path) -> SetOutcome:
     )
     comparison = judge.judge(head_df, base_df)
     if count_tier is not None:
-        count_tier = replace(count_tier, timed_once=split)
+        count_tier = replace(
+            count_tier, timed_once=split, counted_duets=clock_runs.repeats if clock_runs else 0
+        )
     with watch.stage("confirmation"):
         comparison, confirm_runs = _confirm(pr, judge, comparison, count_tier)
     if confirm_runs is None:

@@ -96,7 +96,8 @@ class RichProgress(ProgressSink):
         )
         self.console.print(
             f"  {summary['counted']} cases counted on both sides, {flagged} moved past "
-            f"their gate, in {summary['wall_s']:.0f} s; those are timed once a side",
+            f"their gate, in {summary['wall_s']:.0f} s; those are timed once a side, "
+            "pooled over two duets",
             markup=False,
         )
 

@@ -193,11 +193,11 @@ def write_reports(
         {"repeats": r.repeats, "benchmarks": list(names), "order": duet_order(r)}
         for r, names in extension
     ]
-    # the counted pass: one duet a side of the counted cases, on the CPU clock (count tier on)
+    # the counted pass: its duets of the counted cases (cores swapped, pooled), on the CPU clock
     data["pipeline"]["cpu_clock"] = (
         None
         if clock_runs is None
-        else {"repeats": clock_runs.repeats, "duet": True, "order": run_order(clock_runs)}
+        else {"repeats": clock_runs.repeats, "duet": True, "order": duet_order(clock_runs)}
     )
     seconds = dict(stage_seconds or {})
     data["pipeline"]["stage_seconds"] = seconds

@@ -31,7 +31,7 @@ import pandas as pd
 
 from rlpace.bench.comparison import BenchmarkChange, Verdict
 from rlpace.bench.errors import BenchInputError
-from rlpace.bench.results import load_results, merge_runs
+from rlpace.bench.results import load_results
 from rlpace.bench.units import format_rate, format_value
 
 __all__ = [
@@ -157,7 +157,9 @@ def expand_paths(patterns: Sequence[str | Path]) -> list[Path]:
 
 
 def load_side(patterns: Sequence[str | Path]) -> pd.DataFrame:
-    """Load the files of one side and merge them as repeated runs (one file: as is).
+    """Load the files of one side and merge them as repeated runs (one file: as is), as
+    ``pr`` does: the runs of its counted pass pooled into one measurement
+    (:func:`rlpace.bench.pass_rows.merge_side`).
 
     Raises:
         BenchInputError: no file, an unreadable file, or runs from different machines.
@@ -171,8 +173,10 @@ def load_side(patterns: Sequence[str | Path]) -> pd.DataFrame:
     paths = expand_paths(patterns)
     if not paths:
         raise BenchInputError("expected at least one result file, got none")
+    from rlpace.bench.pass_rows import merge_side
+
     frames = [load_results(p) for p in paths]
-    return frames[0] if len(frames) == 1 else merge_runs(frames)
+    return frames[0] if len(frames) == 1 else merge_side(frames)
 
 
 def filter_rows(

@@ -80,7 +80,8 @@ WALL_ROUNDS_ENV = "RLPACE_BENCH_WALL_ROUNDS"
 PASS_ENV = "RLPACE_BENCH_PASS"
 
 PASSES: dict[str, str] = {
-    "counted": "the CPU-clock cases the count tier claims: timed once a side, for display",
+    "counted": "the CPU-clock cases the count tier claims: timed once a side (pooled over two "
+    "duets), for display",
     "timed": "the cases judged on their time: the wall-clock ones and the CPU-clock ones "
     "the count tier leaves out, timed in duets pair by pair",
 }

@@ -67,7 +67,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=True,
         help="count instructions per call of the CPU set's single-process cases under "
         "Callgrind, base and head side by side; their counts decide and they are timed "
-        "once a side (default on; --no-counts: timing alone, every case every repeat; "
+        "once a side, pooled over two duets (default on; --no-counts: timing alone, every "
+        "case every repeat; "
         "without Valgrind the report says so and timing judges alone)",
     )
     parser.add_argument(

@@ -12,7 +12,8 @@ each count regression (:func:`~rlpace.bench.counts.why.explain_regression`).
 - a case whose counts did not move keeps the timing verdict, with a note when the
   clock flagged it (the time moved outside the counted computation: system calls,
   I/O, memory, or the machine), except when ``pr`` timed it once a side for display
-  (``timed_once``): then the clock's flag is shown, not judged, and the case is
+  (``timed_once``: one measurement a side, pooled over two duets with the cores
+  swapped): then the clock's flag is shown, not judged, and the case is
   unchanged (one duet of a single-process case swung untouched buffer cases by
   13-39 % in a real-change run; their counts, within 0.5 %, are the verdict);
 - a case the tier could not count keeps the timing verdict, and the reason is shown.
@@ -99,7 +100,11 @@ class CountTier:
     gates: str | None = None
     """The gate file used, or None (the default gate then applies)."""
     timed_once: bool = False
-    """Whether the cases on the CPU clock were timed once a side (``pr`` with counts)."""
+    """Whether the cases on the CPU clock were timed once a side, for display (``pr``
+    with counts: one measurement a side, pooled over two duets with the cores swapped,
+    :func:`rlpace.bench.results.pool_runs`; one duet until 2026-12-06)."""
+    counted_duets: int = 0
+    """Duets the counted pass pooled into that one measurement a side (0: not said)."""
     recounted: tuple[str, ...] = ()
     """The count changes counted again without the other cases (:func:`_recount`)."""
 
@@ -134,6 +139,7 @@ class CountTier:
             "wall_s": round(self.wall_s, 1),
             "gates": self.gates,
             "timed_once": self.timed_once,
+            "counted_duets": self.counted_duets,
             "recounted": list(self.recounted),
         }
 
