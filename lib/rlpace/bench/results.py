@@ -391,18 +391,13 @@ def pool_runs(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
     repeats: ``pr``'s counted pass times its cases for display in two duets with the
     cores swapped between them, so that neither side keeps the faster core; their
     counts judge them, and the pair spread of two such runs is not a run-to-run noise
-    any judge should see.
-
-    Raises:
-        BenchInputError: no frames were given.
-        EnvironmentMismatchError: the runs come from different environments.
+    any judge should see. It refuses what :func:`merge_runs` refuses.
 
     Example:
-        >>> a = results_from_records([{"fullname": "x", "data": [1.0, 2.0]}])
-        >>> b = results_from_records([{"fullname": "x", "data": [3.0, 4.0]}])
-        >>> pooled = pool_runs([a, b])
+        >>> runs = [results_from_records([{"fullname": "y", "data": d}]) for d in ([1.0], [2.0])]
+        >>> pooled = pool_runs(runs)
         >>> pooled.loc[0, "run_medians"], float(pooled.loc[0, "median"]), pooled.attrs["runs"]
-        ([2.5], 2.5, 2)
+        ([1.5], 1.5, 2)
     """
     merged = merge_runs(frames)
     merged["run_medians"] = pd.Series(
