@@ -99,7 +99,7 @@ on a shared host its location was then that core's lean (−3.9 to +5.0 % in six
 duets of 2026-12-06), which the timed duets, alternating their cores, do not have."""
 STAGES = ("counting", "counted_pass", "first_runs", "extra_duets", "confirmation")
 """The stages of a set's run whose seconds ``<set>.json`` records (``pipeline.stage_seconds``,
-only those that ran): the count tier, the counted pass's one duet, the first runs (or
+only those that ran): the count tier, the counted pass's duets, the first runs (or
 duets), the extra duets, the confirmation."""
 
 
