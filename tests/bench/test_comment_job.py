@@ -156,6 +156,8 @@ def _hostile_json(data, case):
         data["rows"][0]["head_median"] = "1 ms"
     elif case == "another format version":
         data["version"] = 99
+    elif case == "markdown where a count belongs":
+        data["count_tier"] = {"timed_once": True, "counted_duets": PHISHING}
     return json.dumps(data).encode()
 
 
@@ -168,6 +170,7 @@ def _hostile_json(data, case):
         ("another set than its folder", "says it is the 'gpu' set; refusing a mismatched artifact"),
         ("a string where a number belongs", "rows[0].head_median does not match"),
         ("another format version", f"version does not match the comparison schema: expected {COMPARISON_FORMAT_VERSION}"),
+        ("markdown where a count belongs", "count_tier.counted_duets does not match the comparison schema: expected a value of type integer"),
         ("oversized JSON", "bytes, expected at most 4194304; refusing an oversized comparison"),
         ("NaN", "expected strict JSON (no NaN, no duplicate keys)"),
         ("duplicate keys", "duplicate key 'format'"),

@@ -94,9 +94,9 @@ def merge_side(frames: Sequence):
     """
     from rlpace.bench.results import merge_runs, pool_runs
 
-    frames = list(frames)
-    counted = [f for f in frames if _only_counted(f)]
-    rest = [f for f in frames if not _only_counted(f)]
+    counted, rest = [], []
+    for frame in frames:
+        (counted if _only_counted(frame) else rest).append(frame)
     return merge_runs(([pool_runs(counted)] if counted else []) + rest)
 
 

@@ -23,7 +23,7 @@ Example:
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from rlpace.bench.counts.records import CaseCount, CountRun
@@ -161,10 +161,14 @@ def warmed_apart(runs: Sequence[CountRun]) -> list[str]:
     tables = [r.by_id() for r in runs]
     apart = []
     for test_id in tables[0]:
-        modes = {t[test_id].warmed for t in tables if test_id in t} - {None}
-        if len(modes) > 1:
+        if len(_warm_modes(t[test_id] for t in tables if test_id in t)) > 1:
             apart.append(test_id)
     return apart
+
+
+def _warm_modes(cases: Iterable[CaseCount]) -> set[str]:
+    """How ``cases`` (one case's counts) warmed their caches, those that say."""
+    return {c.warmed for c in cases if c.warmed is not None}
 
 
 def _warmed_alike(cases: Sequence[CaseCount]) -> list[float]:
@@ -173,7 +177,7 @@ def _warmed_alike(cases: Sequence[CaseCount]) -> list[float]:
     case lacks cycles."""
     if any(c.cycles is None for c in cases):
         return []
-    modes = {c.warmed for c in cases if c.warmed is not None}
+    modes = _warm_modes(cases)
     if len(modes) <= 1:
         return [float(c.cycles) for c in cases]
     groups = {m: [float(c.cycles) for c in cases if c.warmed in (m, None)] for m in sorted(modes)}
@@ -337,7 +341,7 @@ def compare_counts(
         # instrumented call on one side and run plain on the other: the same
         # instructions, but the plain side's measured call meets cold caches, so its
         # estimated cycles are not the same measure
-        warmed_apart = bool(hc.warmed and bc.warmed and hc.warmed != bc.warmed)
+        warmed_apart = len(_warm_modes((hc, bc))) > 1
         gate_of = gates.get(test_id)
         gate = gate_of.threshold(k, floor) if gate_of else max(default_gate, floor)
         cycles_gate = gate_of.cycles_threshold(k, floor) if gate_of else max(default_gate, floor)
