@@ -481,19 +481,19 @@ def test_with_counts_on_wall_clock_cases_run_as_duets_judged_pair_by_pair(
     assert steady["verdict"] == "unchanged"
     assert touched["median_change_pct"] < -25
     # 6 % pair spread: 10 % needs 6 pairs (detectable 12.2 % with 4); 2 %: 4 suffice
-    # the first 2 pairs ran everything, 2 more every case but a torchrl twin (none
-    # here), and 2 more the case that needs them
+    # the first pair ran everything (the torchrl twins, none here, only that one), 3
+    # more every case but a twin, and 2 more the case that needs them
     stages = data["pipeline"]["extension"]
     both = [
         "tests/benchmarks/test_tiny.py::test_steady",
         "tests/benchmarks/test_tiny.py::test_touched",
     ]
     assert [s["benchmarks"] for s in stages] == [both, both[:1]]
-    assert [s["repeats"] for s in stages] == [2, 2] and len(stages[1]["order"]) == 4
+    assert [s["repeats"] for s in stages] == [3, 2] and len(stages[1]["order"]) == 4
     assert (steady["head_runs"], touched["head_runs"]) == (6, 4)
     assert data["paired"] == 6 and data["pipeline"]["paired"] is True
     pairs = [f"{side}-{k}" for k in range(4) for side in ("base", "head")]
-    assert data["pipeline"]["order"] == pairs[:4]
+    assert data["pipeline"]["order"] == pairs[:2]
     # the confirmation: twice confirm's runs, as duets (a pair costs one run's time)
     assert data["pipeline"]["confirmation"]["order"] == pairs
     comment = (tiny_repo / "reports" / "pr" / "cpu.md").read_text()
@@ -506,8 +506,8 @@ def test_with_counts_on_wall_clock_cases_run_as_duets_judged_pair_by_pair(
     runs = tmp_path / "cache" / "runs"
 
     def files(side: str) -> list[str]:
-        return [str(runs / stage / f"{side}-{k}.json") for stage in
-                ("cpu", "cpu-extend-1", "cpu-extend-2") for k in range(2)]  # fmt: skip
+        return [str(runs / stage / f"{side}-{k}.json") for stage, n in
+                (("cpu", 1), ("cpu-extend-1", 3), ("cpu-extend-2", 2)) for k in range(n)]  # fmt: skip
 
     again = tmp_path / "compare.json"
     code = cli_main(
@@ -553,7 +553,7 @@ def test_a_spent_time_budget_cuts_the_extra_duets_and_the_comment_says_so(
     rows = {row["name"]: row for row in data["rows"]}
     assert (rows["test_steady"]["head_runs"], rows["test_touched"]["head_runs"]) == (4, 4)
     assert rows["test_touched"]["confirmed"] is True
-    assert [s["repeats"] for s in data["pipeline"]["extension"]] == [2]
+    assert [s["repeats"] for s in data["pipeline"]["extension"]] == [3]  # after 1 first pair
     assert data["time_budget"] == {
         "budget_min": 0.001, "planned_duets": 2, "ran_duets": 0, "short": 1
     }  # fmt: skip
@@ -756,8 +756,8 @@ def test_pr_judges_counted_cases_by_counts_and_times_them_once_a_side(tmp_path, 
     assert rows["test_computes"]["head_runs"] == rows["test_computes"]["base_runs"] == 1
     assert rows["test_computes"]["head_rounds"] == rounds
     for side in ("base", "head"):
-        for stage in (runs, runs.with_name("cpu-extend-1")):
-            for k in range(2):
+        for stage, n in ((runs, 1), (runs.with_name("cpu-extend-1"), 3)):
+            for k in range(n):
                 assert clocks(stage / f"{side}-{k}.json") == {
                     "test_declared_out": ("cpu", "timed"),
                     "test_on_the_clock": ("wall", "timed"),
@@ -767,10 +767,10 @@ def test_pr_judges_counted_cases_by_counts_and_times_them_once_a_side(tmp_path, 
         "duet": True,
         "order": ["base-0", "head-0", "base-1", "head-1"],
     }
-    order = [f"{s}-{k}" for k in range(2) for s in ("base", "head")]
-    assert data["pipeline"]["order"] == order
+    order = [f"{s}-{k}" for k in range(3) for s in ("base", "head")]
+    assert data["pipeline"]["order"] == order[:2]
     assert data["pipeline"]["extension"] == [
-        {"repeats": 2, "benchmarks": ["tests/benchmarks/test_tiny.py::test_on_the_clock",
+        {"repeats": 3, "benchmarks": ["tests/benchmarks/test_tiny.py::test_on_the_clock",
                                       "tests/benchmarks/test_tiny.py::test_declared_out"],
          "order": order}
     ]  # fmt: skip
@@ -1038,11 +1038,12 @@ def test_a_time_budget_cuts_only_the_duets_past_the_planned_pairs():
     from rlpace.bench.extra_duets import run_stages
     from rlpace.bench.interleave import SideRuns
 
-    calls = []
+    calls, befores = [], []
 
-    def run_stage(stage, names, repeats, deadline, estimate):
+    def run_stage(stage, names, repeats, before, deadline, estimate):
         i = int(stage.removeprefix("extend-"))
         calls.append((i, names, repeats, deadline, estimate))
+        befores.append(before)
         ran = repeats if deadline is None else 1 if i == 2 else 0  # the budget ends in stage 2
         return SideRuns("cpu", (Path("b.json"),) * ran, (Path("h.json"),) * ran)
 
@@ -1056,9 +1057,12 @@ def test_a_time_budget_cuts_only_the_duets_past_the_planned_pairs():
     assert [(r.repeats, names) for r, names in runs] == [(2, ("a", "b", "c")), (1, ("a", "b"))]
     assert cut == {"budget_min": 0.5, "planned_duets": 7, "ran_duets": 1, "short": 2}
     calls.clear()
+    befores.clear()
     runs, cut = run_stages(stages, run_stage, first=2, planned=4, deadline=None, estimate=12.0)
     assert [until for *_x, until, _e in calls] == [None] * 3 and cut is None
     assert [r.repeats for r, _ in runs] == [2, 3, 4]
+    # each stage is told the pairs its cases had, so their cores alternate on
+    assert befores == [2, 4, 7]
 
 
 def test_the_planned_pairs_are_a_stage_of_their_own(write_json):

@@ -82,6 +82,7 @@ def run_interleaved(
     duet_sync: bool = True,
     deadline: float | None = None,
     estimate: float = 0.0,
+    duets_before: int = 0,
 ) -> SideRuns:
     """Run ``set_name`` ``repeats`` times per side, ABBA, each in a fresh process.
 
@@ -117,6 +118,9 @@ def run_interleaved(
             may come back. None: every repeat runs.
         estimate: seconds a repeat is expected to take before one has run here (a
             duet of the same cases or more, timed earlier).
+        duets_before: duets these cases ran before this call (a later stage of
+            them): which side gets which core goes on alternating from there, so
+            that over all their duets a faster core favours neither side.
 
     Returns:
         The result files per side, fewer than ``repeats`` (none, even) when
@@ -162,7 +166,13 @@ def run_interleaved(
         plugin_meets(Path(tree) / SUITE_DIR / "conftest.py") for tree, _ in sides.values()
     )
     outcomes = _outcomes(
-        one, repeats, duet, runs_dir if meet else None, deadline=deadline, estimate=estimate
+        one,
+        repeats,
+        duet,
+        runs_dir if meet else None,
+        deadline=deadline,
+        estimate=estimate,
+        turn=duets_before,
     )
     for k, side, outcome in outcomes:
         tree, python = sides[side]
@@ -197,11 +207,13 @@ def _outcomes(
     *,
     deadline: float | None = None,
     estimate: float = 0.0,
+    turn: int = 0,
 ) -> Iterator[tuple[int, str, RunOutcome]]:
     """``(k, side, outcome)`` of each run, in schedule order: ABBA one at a time, or as a
     duet both sides of a repeat at once, each on a CPU of its own (when there are two),
     meeting before each case in a directory of their own under ``meet_in``
-    (None: they do not meet). A repeat starts only while it is expected to end before
+    (None: they do not meet); repeat ``k`` of a duet gives the base the first core when
+    ``k + turn`` is even. A repeat starts only while it is expected to end before
     ``deadline`` (:func:`run_interleaved`)."""
     clock = _RepeatClock(deadline, estimate)
     if not duet:
@@ -227,7 +239,7 @@ def _outcomes(
                     return
                 clock.start()
                 # which side each core gets alternates too, so a faster core favours neither
-                order = ("base", "head") if k % 2 == 0 else ("head", "base")
+                order = ("base", "head") if (k + turn) % 2 == 0 else ("head", "base")
                 with contextlib.ExitStack() as stack:
                     meet = (
                         stack.enter_context(tempfile.TemporaryDirectory(".meet", dir=meet_in))

@@ -18,7 +18,8 @@ Steps, for each benchmark set:
    (the suite's ``timed`` pass: the wall-clock cases and the CPU-clock ones declared
    out of the count tier, each on its own clock) instead run ``2 × repeats`` duets
    (base and head at once, a core each, judged pair by pair: a pair costs one run's
-   time and cancels the load both met), and a case whose A/A
+   time and cancels the load both met; the torchrl twins only the first
+   :data:`CONTROL_DUETS`), and a case whose A/A
    pair spread (the duet calibration) needs more pairs to detect a 5 % slow-down
    (``detect_pct``; else 10 %) gets extra duets of its own, up to ``max_pairs`` in all;
 4. merge the samples per side and hand them to the set's
@@ -85,7 +86,15 @@ if TYPE_CHECKING:  # pragma: no cover
 
 # the base's checkout and environment are :mod:`rlpace.bench.base_revision`'s, imported
 # here for the steps that use them; they are documented there, once
-__all__ = ["COUNTED_DUETS", "STAGES", "PipelineConfig", "ProgressSink", "pr_judge", "run_pr"]
+__all__ = [
+    "CONTROL_DUETS",
+    "COUNTED_DUETS",
+    "STAGES",
+    "PipelineConfig",
+    "ProgressSink",
+    "pr_judge",
+    "run_pr",
+]
 
 CALIBRATION_DIR = Path("reports") / "calibration"
 """Checked-in A/A calibrations, ``<set>.json``, used when ``--noise`` is not given."""
@@ -97,6 +106,13 @@ measurement a side, :func:`rlpace.bench.results.pool_runs`). One duet gave base 
 first core for every case, and most of the control floor's controls run in this pass:
 on a shared host its location was then that core's lean (−3.9 to +5.0 % in six A/A
 duets of 2026-12-06), which the timed duets, alternating their cores, do not have."""
+CONTROL_DUETS = 1
+"""The first duets of the timed pass, the only ones its torchrl twins (negative controls)
+run in; the other timed cases go on in extra duets (:mod:`rlpace.bench.extra_duets`),
+their cores alternating on from these. A PR cannot move the twins, and starting and
+stopping torchrl's worker processes took 56–61 % of a first duet on a slow host
+(2026-12-06); the control floor's other controls, the counted pass's twins, run in
+:data:`COUNTED_DUETS` duets."""
 STAGES = ("counting", "counted_pass", "first_runs", "extra_duets", "confirmation")
 """The stages of a set's run whose seconds ``<set>.json`` records (``pipeline.stage_seconds``,
 only those that ran): the count tier, the counted pass's duets, the first runs (or
@@ -161,7 +177,7 @@ class PipelineConfig:
     """Most duets a timed case gets in all. With the count tier on, every case of the
     timed pass (the wall-clock cases and the CPU-clock ones declared out of the count
     tier) gets ``2 × repeats`` duets, the torchrl twins (negative controls)
-    only the first ``repeats`` of them; with a duet calibration at hand, a case (not a
+    only the first :data:`CONTROL_DUETS` of them; with a duet calibration at hand, a case (not a
     twin) whose A/A pair spread needs more pairs than that to detect the first
     :attr:`detect_pct` slow-down it can within ``max_pairs`` gets as many as it needs;
     a case that cannot detect any of them within ``max_pairs`` gets none beyond
@@ -413,10 +429,10 @@ def _run_set(pr: _SetRun, out_dir: Path) -> SetOutcome:
     # with the count tier on, the timed cases run as duets and are judged pair
     # by pair; a pair costs one run's time, so they get twice the runs a side
     wall_repeats = 2 * config.effective_repeats if split else config.effective_repeats
-    # the negative controls (torchrl twins) run in the first half of the duets only:
-    # nothing a PR changes moves them, they cost 70 % of a pair, and their spread
-    # over these pairs is all the control floor needs; the rest get the time
-    first_pairs = config.effective_repeats if split else wall_repeats
+    # the negative controls (torchrl twins) run in the first duet only: nothing a PR
+    # changes moves them, starting torchrl's workers costs over half of a duet, and
+    # the control floor has the counted pass's twins, two duets a side, beside them
+    first_pairs = min(CONTROL_DUETS, wall_repeats) if split else wall_repeats
     judge = replace(judge, paired=split)
     if progress is not None:
         progress.set_started(set_name, 2 * first_pairs + (2 * COUNTED_DUETS if split else 0))
@@ -586,12 +602,14 @@ def _again(
     *,
     environ: Mapping[str, Mapping[str, str]],
     duet: bool,
+    before: int = 0,
     deadline: float | None = None,
     estimate: float = 0.0,
 ) -> SideRuns:
     """Fresh runs of just ``names`` after the first ones (extra duets, a confirmation),
-    into ``<cache>/runs/<set>-<stage>``; fewer than ``repeats`` when ``deadline`` stops
-    them (:func:`~rlpace.bench.interleave.run_interleaved`)."""
+    into ``<cache>/runs/<set>-<stage>``, their cores alternating on from the ``before``
+    duets they had; fewer than ``repeats`` when ``deadline`` stops them
+    (:func:`~rlpace.bench.interleave.run_interleaved`)."""
     return run_interleaved(
         set_name=pr.set_name,
         sides=pr.sides,
@@ -605,6 +623,7 @@ def _again(
         count_work=False,  # the judge reads the work counts of the first runs
         deadline=deadline,
         estimate=estimate,
+        duets_before=before,
     )
 
 

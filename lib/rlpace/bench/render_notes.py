@@ -183,6 +183,7 @@ def paired_text(comparison: Comparison) -> str:
     and the A/A duet pool that lent their tests its pair spreads, if one did.
 
     Example:
+        >>> from dataclasses import replace
         >>> from rlpace.bench.comparison import BenchmarkChange, Comparison, Verdict
         >>> print(paired_text(Comparison(rows=(), paired=4)))
         Benchmarks judged on their time ran as 4 duets (base and head at the same time, a core each) and were judged pair by pair: the load both sides met cancels in each pair, and a change must beat the pairs' own spread.
@@ -194,6 +195,9 @@ def paired_text(comparison: Comparison) -> str:
         ...                          head_runs=2, impl="torchrl"),)
         >>> print(paired_text(Comparison(rows=rows, paired=8)).split(") and")[0])
         Benchmarks judged on their time ran as 4 duets (base and head at the same time, a core each; the torchrl twins, negative controls, in the first 2
+        >>> rows = rows[:3] + (replace(rows[3], head_runs=1),)
+        >>> print(paired_text(Comparison(rows=rows, paired=8)).split(") and")[0])
+        Benchmarks judged on their time ran as 4 duets (base and head at the same time, a core each; the torchrl twins, negative controls, in the first one only
         >>> print(paired_text(Comparison(rows=(), paired=4, duet_calibration={
         ...     "source": "reports/calibration/cpu-duets.json", "pairs": 16,
         ...     "created": "2026-12-02", "held_out_alarms": 0, "held_out_alarms_first": 5,
@@ -217,7 +221,8 @@ def paired_text(comparison: Comparison) -> str:
     controls = [r.head_runs for r in paired if r.impl == CONTROL_IMPL]
     first = min(runs or controls, default=comparison.paired)
     fewer = (
-        f"; the {CONTROL_IMPL} twins, negative controls, in the first {max(controls)}"
+        f"; the {CONTROL_IMPL} twins, negative controls, in the first "
+        + ("one only" if max(controls) == 1 else str(max(controls)))
         if controls and max(controls) < first
         else ""
     )

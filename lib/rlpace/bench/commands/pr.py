@@ -48,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=10,
         help="most duets a timed case gets: one whose A/A pair spread needs more "
         "than 2 x repeats pairs to detect 5%% (else 10%%) gets as many as it needs up "
-        "to this many (default 10; 0: none; the torchrl twins get the first repeats pairs)",
+        "to this many (default 10; 0: none; the torchrl twins get the first pair only)",
     )
     parser.add_argument(
         "--time-budget",
