@@ -353,8 +353,19 @@ class _Stopwatch:
 
     @contextlib.contextmanager
     def stage(self, name: str) -> Iterator[None]:
-        """Time the ``with`` block as stage ``name`` (one of :data:`STAGES`)."""
-        assert name in STAGES, name
+        """Time the ``with`` block as stage ``name`` (one of :data:`STAGES`).
+
+        Example:
+            >>> with _Stopwatch().stage("warm-up"):
+            ...     pass
+            Traceback (most recent call last):
+            ...
+            ValueError: stage: expected one of ('counting', 'counted_pass', 'first_runs', 'extra_duets', 'confirmation'), got 'warm-up'; fix: add it to STAGES
+        """
+        if name not in STAGES:  # not an assert: ``python -O`` would drop it
+            raise ValueError(
+                f"stage: expected one of {STAGES}, got {name!r}; fix: add it to STAGES"
+            )
         started = time.monotonic()
         try:
             yield
