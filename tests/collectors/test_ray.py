@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+import shutil
+import tempfile
 
 import pytest
 import torch
@@ -15,13 +17,18 @@ pytestmark = pytest.mark.ray
 
 @pytest.fixture(scope="module")
 def ray_local():
+    """A local Ray instance for this module, its session files in a directory of its own
+    that goes with it (Ray's default, ``/tmp/ray``, outlives the tests)."""
     ray = pytest.importorskip("ray", reason="ray is not installed: pip install 'rlpace[ray]'")
     started = not ray.is_initialized()
+    # short: Ray's socket paths live under it, and a Unix socket path has ~107 bytes
+    temp = tempfile.mkdtemp(prefix="rlpace-ray-") if started else None
     if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _temp_dir=temp)
     yield ray
     if started:
         ray.shutdown()
+        shutil.rmtree(temp, ignore_errors=True)
 
 
 def test_ray_actors_collect_batches_and_report_env_errors(ray_local, check_trajectories):
