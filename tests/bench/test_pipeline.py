@@ -1040,10 +1040,10 @@ def test_a_time_budget_cuts_only_the_duets_past_the_planned_pairs():
 
     calls, befores = [], []
 
-    def run_stage(stage, names, repeats, before, deadline, estimate):
+    def run_stage(stage, names, repeats, duets_before, deadline, estimate):
         i = int(stage.removeprefix("extend-"))
         calls.append((i, names, repeats, deadline, estimate))
-        befores.append(before)
+        befores.append(duets_before)
         ran = repeats if deadline is None else 1 if i == 2 else 0  # the budget ends in stage 2
         return SideRuns("cpu", (Path("b.json"),) * ran, (Path("h.json"),) * ran)
 

@@ -606,7 +606,7 @@ def test_every_interleaved_schedule_is_one_abba_order():
 
 def test_a_later_stage_of_duets_goes_on_alternating_the_cores(monkeypatch):
     """Which side gets the first core alternates duet by duet and, with
-    ``turn`` (the duets the same cases ran before), across stages: one first duet and
+    ``duets_before`` (the duets the same cases ran before), across stages: one first duet and
     three more give each side each core twice, not three times and once."""
     from rlpace.bench import interleave
     from rlpace.bench.runner import RunOutcome
@@ -619,10 +619,10 @@ def test_a_later_stage_of_duets_goes_on_alternating_the_cores(monkeypatch):
         return RunOutcome(returncode=0, output=Path(f"{side}-{k}.json"), benchmarks=1)
 
     list(interleave._outcomes(one, 1, True))
-    list(interleave._outcomes(one, 3, True, turn=1))
+    list(interleave._outcomes(one, 3, True, duets_before=1))
     assert cores == {"base": [4, 7, 4, 7], "head": [7, 4, 7, 4]}
     cores = {"base": [], "head": []}
-    list(interleave._outcomes(one, 3, True))  # without the turn: the core of duet 0 again
+    list(interleave._outcomes(one, 3, True))  # without it: the core of duet 0 again
     assert cores["base"] == [4, 7, 4]
 
 

@@ -10,7 +10,7 @@ only while they fit in a time budget, and counts what the budget cut.
 
 Example:
     >>> from pathlib import Path
-    >>> def ran(stage, names, repeats, before, deadline, estimate):
+    >>> def ran(stage, names, repeats, duets_before, deadline, estimate):
     ...     return SideRuns("cpu", (Path("b"),) * repeats, (Path("h"),) * repeats)
     >>> runs, cut = run_stages([(2, ("a",))], ran, first=2, planned=4, deadline=None,
     ...                        estimate=9.0)
@@ -103,9 +103,9 @@ def run_stages(
     """Run the extra duets' ``stages`` (:func:`plan_stages`) in order, the
     duets past ``planned`` pairs a case only while they fit before ``deadline``.
 
-    ``run_stage(stage=, names=, repeats=, before=, deadline=, estimate=)`` runs ``repeats``
+    ``run_stage(stage=, names=, repeats=, duets_before=, deadline=, estimate=)`` runs ``repeats``
     duets of ``names`` as stage ``extend-<i>`` (``pr``'s fresh runs of just those cases),
-    ``before`` the pairs they had (their cores go on alternating from there); ``estimate`` is the
+    ``duets_before`` the pairs they had (their cores go on alternating from there); ``estimate`` is the
     seconds a duet is expected to take (the last stage's mean, which timed the same
     cases or more; before any, ``estimate`` here: a first duet's). Returns each
     stage that ran with its cases, and what the budget cut (None: nothing), as
@@ -116,13 +116,13 @@ def run_stages(
 
     Example:
         >>> from pathlib import Path
-        >>> def ran(stage, names, repeats, before, deadline, estimate):
+        >>> def ran(stage, names, repeats, duets_before, deadline, estimate):
         ...     return SideRuns("cpu", (Path("b"),) * repeats, (Path("h"),) * repeats)
         >>> stages = [(2, ("a", "b")), (3, ("b",))]
         >>> runs, cut = run_stages(stages, ran, first=2, planned=4, deadline=None, estimate=9)
         >>> [r.repeats for r, _ in runs], cut
         ([2, 3], None)
-        >>> def spent(stage, names, repeats, before, deadline, estimate):  # the budget is spent
+        >>> def spent(stage, names, repeats, duets_before, deadline, estimate):  # the budget is spent
         ...     n = repeats if deadline is None else 0
         ...     return SideRuns("cpu", (Path("b"),) * n, (Path("h"),) * n)
         >>> runs, cut = run_stages(stages, spent, first=2, planned=4, deadline=0.0, estimate=9,
@@ -145,7 +145,7 @@ def run_stages(
             stage=f"extend-{i}",
             names=list(names),
             repeats=pairs,
-            before=level - pairs,
+            duets_before=level - pairs,
             deadline=deadline if elastic else None,
             estimate=estimate,
         )

@@ -172,7 +172,7 @@ def run_interleaved(
         runs_dir if meet else None,
         deadline=deadline,
         estimate=estimate,
-        turn=duets_before,
+        duets_before=duets_before,
     )
     for k, side, outcome in outcomes:
         tree, python = sides[side]
@@ -207,13 +207,13 @@ def _outcomes(
     *,
     deadline: float | None = None,
     estimate: float = 0.0,
-    turn: int = 0,
+    duets_before: int = 0,
 ) -> Iterator[tuple[int, str, RunOutcome]]:
     """``(k, side, outcome)`` of each run, in schedule order: ABBA one at a time, or as a
     duet both sides of a repeat at once, each on a CPU of its own (when there are two),
     meeting before each case in a directory of their own under ``meet_in``
     (None: they do not meet); repeat ``k`` of a duet gives the base the first core when
-    ``k + turn`` is even. A repeat starts only while it is expected to end before
+    ``k + duets_before`` is even. A repeat starts only while it is expected to end before
     ``deadline`` (:func:`run_interleaved`)."""
     clock = _RepeatClock(deadline, estimate)
     if not duet:
@@ -239,7 +239,7 @@ def _outcomes(
                     return
                 clock.start()
                 # which side each core gets alternates too, so a faster core favours neither
-                order = ("base", "head") if (k + turn) % 2 == 0 else ("head", "base")
+                order = ("base", "head") if (k + duets_before) % 2 == 0 else ("head", "base")
                 with contextlib.ExitStack() as stack:
                     meet = (
                         stack.enter_context(tempfile.TemporaryDirectory(".meet", dir=meet_in))

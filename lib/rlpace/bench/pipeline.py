@@ -259,6 +259,17 @@ class PipelineConfig:
         return min(self.repeats, 2) if self.quick else self.repeats
 
     @property
+    def control_duets(self) -> int:
+        """With the count tier on, the first duets of the timed pass, the only ones the
+        torchrl twins run in (:data:`CONTROL_DUETS`, at most the ``2 × repeats`` planned).
+
+        Example:
+            >>> PipelineConfig().control_duets
+            1
+        """
+        return min(CONTROL_DUETS, 2 * self.effective_repeats)
+
+    @property
     def effective_keyword(self) -> str | None:
         """The ``-k`` expression after ``quick``."""
         if not self.quick:
@@ -443,7 +454,7 @@ def _run_set(pr: _SetRun, out_dir: Path) -> SetOutcome:
     # the negative controls (torchrl twins) run in the first duet only: nothing a PR
     # changes moves them, starting torchrl's workers costs over half of a duet, and
     # the control floor has the counted pass's twins, two duets a side, beside them
-    first_pairs = min(CONTROL_DUETS, wall_repeats) if split else wall_repeats
+    first_pairs = config.control_duets if split else wall_repeats
     judge = replace(judge, paired=split)
     if progress is not None:
         progress.set_started(set_name, 2 * first_pairs + (2 * COUNTED_DUETS if split else 0))
@@ -613,12 +624,12 @@ def _again(
     *,
     environ: Mapping[str, Mapping[str, str]],
     duet: bool,
-    before: int = 0,
+    duets_before: int = 0,
     deadline: float | None = None,
     estimate: float = 0.0,
 ) -> SideRuns:
     """Fresh runs of just ``names`` after the first ones (extra duets, a confirmation),
-    into ``<cache>/runs/<set>-<stage>``, their cores alternating on from the ``before``
+    into ``<cache>/runs/<set>-<stage>``, their cores alternating on from the ``duets_before``
     duets they had; fewer than ``repeats`` when ``deadline`` stops them
     (:func:`~rlpace.bench.interleave.run_interleaved`)."""
     return run_interleaved(
@@ -634,7 +645,7 @@ def _again(
         count_work=False,  # the judge reads the work counts of the first runs
         deadline=deadline,
         estimate=estimate,
-        duets_before=before,
+        duets_before=duets_before,
     )
 
 

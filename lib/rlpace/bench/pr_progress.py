@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from rlpace.bench.base_revision import BaseCheckout
-from rlpace.bench.pipeline import CONTROL_DUETS, PipelineConfig, ProgressSink
+from rlpace.bench.pipeline import PipelineConfig, ProgressSink
 from rlpace.bench.pr_reports import SetOutcome
 from rlpace.bench.render_notes import calibration_text, calibration_warning, sensitivity_text
 from rlpace.bench.work_counts.verdict import DECIDING
@@ -61,7 +61,7 @@ class RichProgress(ProgressSink):
             f"base {base.ref} = {base.short} in {base.tree} ({base.env_mode} environment); "
             f"{config.effective_repeats} runs per side, ABBA (with the count tier on, the "
             f"timed cases run {2 * config.effective_repeats} duets instead, the torchrl "
-            f"twins {min(CONTROL_DUETS, 2 * config.effective_repeats)})"
+            f"twins {config.control_duets})"
         )
 
     def set_started(self, set_name: str, runs: int) -> None:
