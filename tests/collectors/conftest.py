@@ -65,14 +65,33 @@ def check_trajectories():
     return assert_consistent_trajectories
 
 
-def assert_bounded_by_back_pressure(collector, envs: int, settle: float) -> None:
+def _wait_until_producers_stop(collector, target: int, settle: float, deadline: float):
+    """Poll until at least ``target`` frames wait and no request was served for ``settle``
+    seconds, or ``deadline`` seconds pass; return (requests, frames waiting) at that point.
+
+    Waiting for the state rather than sleeping a fixed time keeps the test independent of
+    the host's load: on a busy CI machine Ray actors took more than 0.5 s to fill two
+    batches, and a fixed sleep read a half-filled buffer."""
+    end = time.monotonic() + deadline
+    requests, since = collector.server_stats().requests, time.monotonic()
+    while time.monotonic() < end:
+        time.sleep(settle / 10)
+        now = collector.server_stats().requests
+        if now != requests:
+            requests, since = now, time.monotonic()
+        elif len(collector._results) >= target and time.monotonic() - since >= settle:
+            break
+    return requests, len(collector._results)
+
+
+def assert_bounded_by_back_pressure(
+    collector, envs: int, settle: float, deadline: float = 60.0
+) -> None:
     """Take one batch, stop consuming: producers (env threads, or the server thread
     driving Ray actors) must stop about two batches ahead and resume on the next take."""
     frames = collector.frames_per_batch
     collector.next()
-    time.sleep(settle)
-    settled = collector.server_stats().requests
-    buffered = len(collector._results)
+    settled, buffered = _wait_until_producers_stop(collector, 2 * frames, settle, deadline)
     time.sleep(settle)
     later = collector.server_stats().requests
     assert collector.next().numel() == frames, "the blocked producers resume"
