@@ -28,7 +28,12 @@ from rlpace.bench.comparison_record import record_from_dict
 from rlpace.bench.errors import BenchInputError
 from rlpace.bench.judge import Judge
 from rlpace.bench.results import load_results, merge_runs
-from rlpace.bench.work_counts.measure import count_events, measure_work_counts
+from rlpace.bench.work_counts.measure import (
+    count_events,
+    count_names,
+    measure_work_counts,
+    nested_events,
+)
 from rlpace.bench.work_counts.verdict import compare_work_counts, work_counts_of
 
 
@@ -85,6 +90,38 @@ def test_counts_of_the_same_code_repeat_and_a_real_change_moves_them():
     # what launched more: the copy's own operator leads the list
     assert regression.names[0][:2] == ("aten::clone", 0.0) and regression.names[0][2] >= 1
     assert compare_work_counts("rb", again, first).verdict == "same"
+
+
+def test_raw_events_nest_and_count_as_torchs_event_list_does():
+    """The profile read from its raw events (the fast path) counts every operator and
+    event name per call exactly as ``prof.events()``, torch's own event tree, does: on a
+    SAC-like update whose operators redispatch to themselves (an only child of the same
+    name, which torch merges into its parent) and a replay buffer's sample."""
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    net = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.ReLU(), torch.nn.Linear(32, 2))
+    opt = torch.optim.Adam(net.parameters())
+    rb = _filled_buffer()
+
+    def update():
+        loss = net(torch.randn(16, 8)).pow(2).mean() + rb.sample(8)["obs"].mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+    update()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for i in range(3):
+            with record_function(f"rlpace::measured_call#{i}"):
+                update()
+    fast = nested_events(prof.profiler.kineto_results.events())
+    torchs = prof.events()
+    assert count_events(fast, 3) == count_events(torchs, 3)
+    assert count_names(fast, 3, limit=10_000) == count_names(torchs, 3, limit=10_000)
+    assert count_events(fast, 3)["ops"][0] > 50
+    # the merge matters: without it the raw events count more operators than torch lists
+    raw_ops = sum(1 for e in prof.profiler.kineto_results.events() if e.name().startswith("aten::"))
+    assert len(fast) == len(torchs) and raw_ops > sum(e.name.startswith("aten::") for e in fast)
 
 
 def test_python_calls_see_a_check_that_dispatches_no_operator():
