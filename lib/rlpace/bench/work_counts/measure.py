@@ -45,6 +45,7 @@ __all__ = [
     "counting_on",
     "measure_work_counts",
     "metrics_of",
+    "nested_events",
     "skipped_impls",
 ]
 
@@ -268,12 +269,13 @@ def nested_events(raw: Any) -> list[_Event]:
     ``prof.events()`` builds an object of some forty fields per event, and took 17 s of
     the 48 s that counting the timed cases' work cost a run here (7 s for a SAC
     trainer's start-up, 136 000 events); this keeps only each event's name and parent
-    and takes a few percent of that. The rules are torch's, so the counts are the same:
-    hidden and utility events are left out; an event is nested in the latest-starting
-    event of its thread that contains it (async events and device events have no
-    parent; a runtime event counts in the thread of the operator that launched it);
-    then an event that is the only child of an event of the same name (an operator
-    that redispatches to itself) is merged into its parent, until none is.
+    and took a fifth of that time (5.7 s against 28.1 s over the 43 timed cases). The
+    rules are torch's, so the counts are the same: hidden and utility events are left
+    out; an event is nested in the latest-starting event of its thread that contains
+    it (async events and device events have no parent; a runtime event counts in the
+    thread of the operator that launched it); then an event that is the only child of
+    an event of the same name (an operator that redispatches to itself) is merged into
+    its parent, until none is.
 
     Example:
         >>> from types import SimpleNamespace as R
