@@ -124,6 +124,23 @@ def test_raw_events_nest_and_count_as_torchs_event_list_does():
     assert len(fast) == len(torchs) and raw_ops > sum(e.name.startswith("aten::") for e in fast)
 
 
+def test_a_profile_without_the_raw_events_falls_back_to_torchs_event_list():
+    """Another torch may lack the raw event list, or an accessor of its events: the
+    counts then come from ``prof.events()``, not from an AttributeError."""
+    from rlpace.bench.work_counts.measure import _profiled_events
+
+    region = SimpleNamespace(name="rlpace::measured_call#0", cpu_parent=None)
+    listed = [region, SimpleNamespace(name="aten::add", cpu_parent=region)]
+    no_raw = SimpleNamespace(profiler=SimpleNamespace(), events=lambda: listed)
+    old_event = SimpleNamespace(name=lambda: "aten::add")  # no is_hidden_event, no times
+    old_raw = SimpleNamespace(
+        profiler=SimpleNamespace(kineto_results=SimpleNamespace(events=lambda: [old_event])),
+        events=lambda: listed,
+    )
+    for prof in (no_raw, old_raw):
+        assert count_events(_profiled_events(prof), 1)["ops"] == [1]
+
+
 def test_python_calls_see_a_check_that_dispatches_no_operator():
     """A key check in pure Python (what ``ReplayBuffer.sample`` would do to validate a
     batch) adds no aten op, so only ``py_calls`` moves; counted twice, the plain call

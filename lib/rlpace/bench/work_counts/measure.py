@@ -247,21 +247,6 @@ class _Event:
         self._children: list[_Event] = []
 
 
-# names torch's own event list leaves out (its ``_filter_name``), and so does this one
-_UNLISTED = frozenset(
-    (
-        "[memory]",
-        "[OutOfMemory]",
-        "profiler::_record_function_enter",
-        "profiler::_record_function_enter_new",
-        "profiler::_record_function_exit",
-        "aten::is_leaf",
-        "aten::output_nr",
-        "aten::_version",
-    )
-)
-
-
 def nested_events(raw: Any) -> list[_Event]:
     """The profiler's raw events (``prof.profiler.kineto_results.events()``) nested the
     way ``prof.events()`` nests them, without building its full event objects.
@@ -292,12 +277,13 @@ def nested_events(raw: Any) -> list[_Event]:
         [('region#0', None), ('aten::mul', 'region#0'), ('aten::add', 'region#0')]
     """
     from torch.autograd import DeviceType
+    from torch.autograd.profiler_util import _filter_name  # torch's own list, not a copy
 
     kept = []
     threads: dict[int, int] = {}  # an operator's correlation id -> its thread
     for event in raw:
         name = event.name()
-        if name in _UNLISTED or event.is_hidden_event():
+        if _filter_name(name) or event.is_hidden_event():
             continue
         thread = event.start_thread_id()
         cpu = event.device_type() == DeviceType.CPU
@@ -322,34 +308,31 @@ def nested_events(raw: Any) -> list[_Event]:
                 stack[-1][1]._children.append(event)
             stack.append((-minus_end, event))
     events = [event for *_, event in kept]
-    merged: set[int] = set()
+    merged: set[_Event] = set()
     changed = True
     while changed:  # torch merges in passes until none is left
         changed = False
         for event in events:
             parent = event.cpu_parent
-            if id(event) in merged or parent is None:
+            if event in merged or parent is None:
                 continue
             if parent.name == event.name and len(parent._children) == 1:
                 parent._children = event._children
                 for child in event._children:
                     child.cpu_parent = parent
-                merged.add(id(event))
+                merged.add(event)
                 changed = True
-    return [event for event in events if id(event) not in merged]
+    return [event for event in events if event not in merged]
 
 
 def _profiled_events(prof: Any) -> list[Any]:
     """The events of a finished profile, nested (:func:`nested_events`); where the raw
-    events are not at hand (another torch, or no torch), ``prof.events()``."""
-    results = getattr(getattr(prof, "profiler", None), "kineto_results", None)
+    events or an accessor they need are not at hand (another torch, or no torch),
+    ``prof.events()``."""
     try:
-        raw = results.events() if results is not None else None
-    except (AttributeError, RuntimeError):
-        raw = None
-    if raw is None or (raw and not hasattr(raw[0], "linked_correlation_id")):
+        return nested_events(prof.profiler.kineto_results.events())
+    except (AttributeError, ImportError, RuntimeError):
         return list(prof.events())
-    return nested_events(raw)
 
 
 class _NoEvents:
