@@ -140,6 +140,39 @@ def test_variance_prior_recovers_a_common_variance_and_sees_heterogeneity():
     assert stats.fit_variance_prior([0.0, 0.01, 0.02, float("nan")], [2] * 4) is None
 
 
+def _day(rng, stretch, benchmarks=400, pairs=4, pool_pairs=12, uneven=0.0):
+    """Today's pair variances and their pool priors: each benchmark's own calm spread,
+    its pool estimate from ``pool_pairs`` pairs, and today's from ``pairs`` pairs of a
+    day ``stretch`` times as wide (times a log-normal of ``uneven``, per benchmark)."""
+    calm = (0.02 * rng.uniform(0.5, 2.0, benchmarks)) ** 2
+    pool = calm * rng.chisquare(pool_pairs - 1, benchmarks) / (pool_pairs - 1)
+    wide = stretch * calm * np.exp(rng.normal(0, uneven, benchmarks))
+    today = wide * rng.chisquare(pairs - 1, benchmarks) / (pairs - 1)
+    return today.tolist(), [pairs - 1] * benchmarks, [(v, pool_pairs - 1) for v in pool]
+
+
+def test_prior_stretch_reads_a_days_width_and_how_evenly_benchmarks_widened():
+    rng = np.random.default_rng(12)
+    # a day 9x the pool's variance (3x its spread), widened evenly: recovered, and the
+    # pool's own sampling of s0 (12 pairs) does not bias it
+    stretch, d0 = stats.fit_prior_stretch(*_day(rng, 9.0))
+    assert stretch == pytest.approx(9.0, rel=0.12) and d0 > 8
+    # a day like the pool's never narrows a prior
+    assert stats.fit_prior_stretch(*_day(rng, 1.0))[0] == pytest.approx(1.0, abs=0.15)
+    assert stats.fit_prior_stretch(*_day(rng, 0.5))[0] == 1.0
+    # unevenly: each prior then lends fewer degrees of freedom
+    _, d0_uneven = stats.fit_prior_stretch(*_day(rng, 9.0, uneven=1.0))
+    assert d0_uneven < 4
+    # one wild benchmark (its pairs 30x its prior) is left to its own pairs, not let
+    # pull every other benchmark's degrees of freedom down
+    today, dfs, priors = _day(rng, 4.0, benchmarks=30)
+    with_wild = stats.fit_prior_stretch([today[0] * 900, *today[1:]], dfs, priors)
+    without = stats.fit_prior_stretch(today[1:], dfs[1:], priors[1:])
+    assert with_wild == pytest.approx(without, rel=1e-9)
+    assert stats.fit_prior_stretch([0.01, 0.02], [3, 3], [(0.01, 11)] * 2) is None
+    assert stats.fit_prior_stretch([0.0, 0.01, 0.02], [3] * 3, [(0.01, 11)] * 3) is None
+
+
 def test_binomial_upper_bound_matches_the_exact_zero_case_and_refuses_bad_counts():
     import math
 

@@ -73,6 +73,7 @@ from rlpace.bench.stats import (
     benjamini_hochberg,
     better_pct,
     bootstrap_ratio_ci,
+    fit_prior_stretch,
     fit_variance_prior,
     log_run_variance,
     mann_whitney_p,
@@ -149,18 +150,24 @@ def _check_priors(
     return out
 
 
-def _check_variance_prior(value: Any) -> tuple[float, float]:
+def _check_variance_prior(value: Any, what: str = "variance_prior") -> tuple[float, float]:
     """A ``(variance >= 0, degrees of freedom > 0)`` pair; infinite degrees of freedom
-    (every benchmark alike, :func:`rlpace.bench.stats.fit_variance_prior`) are allowed."""
+    (every benchmark alike, :func:`rlpace.bench.stats.fit_variance_prior`) are allowed.
+    ``what``: ``variance_prior``, or ``prior_stretch`` (a stretch of at least 1)."""
     try:
         variance, df = (float(v) for v in value)
     except (TypeError, ValueError):
         variance = df = math.nan
-    if not (math.isfinite(variance) and variance >= 0 and df > 0):
-        raise BenchInputError(
-            f"variance_prior = {value!r}: expected (variance of the log run median >= 0, "
-            "degrees of freedom > 0); pass a Comparison.variance_prior"
+    least = 1.0 if what == "prior_stretch" else 0.0
+    if not (math.isfinite(variance) and variance >= least and df > 0):
+        expected = (
+            "(stretch of the pair priors >= 1, degrees of freedom > 0); pass a "
+            "Comparison.prior_stretch"
+            if what == "prior_stretch"
+            else "(variance of the log run median >= 0, degrees of freedom > 0); pass a "
+            "Comparison.variance_prior"
         )
+        raise BenchInputError(f"{what} = {value!r}: expected {expected}")
     return variance, df
 
 
@@ -180,6 +187,7 @@ def compare_runs(
     single_run_noise: float = SINGLE_RUN_NOISE,
     paired: bool = False,
     paired_priors: Mapping[str, tuple[float, float]] | None = None,
+    prior_stretch: tuple[float, float] | None = None,
 ) -> Comparison:
     """Compare a head run against a base run, benchmark by benchmark.
 
@@ -245,7 +253,14 @@ def compare_runs(
             (:meth:`rlpace.bench.calibration.DuetCalibration.paired_priors`): for a
             benchmark judged pair by pair it replaces the prior fitted on the other
             benchmarks, so its paired test stands on the pool's degrees of freedom
-            plus its own pairs'.
+            plus its own pairs'. Those priors come from another day, so they are
+            first stretched by how much wider this comparison's pairs spread than the
+            pool's (:func:`rlpace.bench.stats.fit_prior_stretch`, over every paired
+            benchmark with such a prior; three at least).
+        prior_stretch: ``(stretch, d0)`` to stretch ``paired_priors`` by instead of
+            one fitted here (a confirmation of a few benchmarks has too few to fit
+            one; it borrows the first comparison's
+            :attr:`~rlpace.bench.comparison.Comparison.prior_stretch`).
 
     Returns:
         The :class:`~rlpace.bench.comparison.Comparison`, rows in head order then removed benchmarks.
@@ -315,10 +330,23 @@ def compare_runs(
         )
     ) if len(judged) >= 3 else None  # fmt: skip
     prior = _check_variance_prior(variance_prior) if variance_prior is not None else fitted
+    stretch = None
     if pairs:  # an A/A calibration of runs one after another does not gate a duet's pairs
         calibrated = {n: g for n, g in calibrated.items() if n not in pairs}
         own_priors = {n: v for n, v in own_priors.items() if n not in pairs}
-        own_priors.update({n: v for n, v in pair_priors.items() if n in pairs})
+        lent = {n: v for n, v in pair_priors.items() if n in pairs}
+        spreads = {
+            n: paired_log_variance(head_rows[n]["run_medians"], base_rows[n]["run_medians"])
+            for n in lent
+        }
+        stretch = (
+            _check_variance_prior(prior_stretch, "prior_stretch")
+            if prior_stretch is not None
+            else fit_prior_stretch(*zip(*((*spreads[n], lent[n]) for n in sorted(lent)), strict=True))
+            if lent
+            else None
+        )  # fmt: skip
+        own_priors.update(_stretched(lent, stretch, spreads))
     if floor is not None and floor.active:
         from rlpace.bench.controls import noise_with_floor
 
@@ -373,17 +401,44 @@ def compare_runs(
         base=_run_meta(base) if base is not None else {},
         noise_floor=floor,
         variance_prior=None if prior is None else (float(prior[0]), float(prior[1])),
+        prior_stretch=None if stretch is None else (float(stretch[0]), float(stretch[1])),
         paired=max((len(head_rows[n]["run_medians"]) for n in pairs), default=0),
         pair_spread=pair_spread_summary(
             {n: (head_rows[n]["run_medians"], base_rows[n]["run_medians"]) for n in pairs},
             pair_priors,
+            stretch,
         ),
     )
+
+
+def _stretched(
+    priors: Mapping[str, tuple[float, float]],
+    stretch: tuple[float, float] | None,
+    own: Mapping[str, tuple[float, float]],
+) -> dict[str, tuple[float, float]]:
+    """``priors`` widened by ``stretch`` (:func:`rlpace.bench.stats.fit_prior_stretch`):
+    each variance times the stretch, on no more degrees of freedom than the stretch's
+    fit or the prior's own. Whether a benchmark's ``own`` ``(variance, df)`` disowns its
+    prior is asked of the stretched prior on the pool's own degrees of freedom (a fit
+    over benchmarks that widened unevenly lends few, and a prior on few would let a
+    wild benchmark keep half its prior's calm)."""
+    if stretch is None:
+        return dict(priors)
+    factor, d0 = stretch
+    out = {}
+    for name, (variance, df) in priors.items():
+        wide = (variance * factor, df)
+        mine = own.get(name)
+        out[name] = wide if mine is not None and prior_conflict(*mine, wide) else (
+            variance * factor, min(df, d0)
+        )  # fmt: skip
+    return out
 
 
 def pair_spread_summary(
     pairs: Mapping[str, tuple[Sequence[float], Sequence[float]]],
     priors: Mapping[str, tuple[float, float]],
+    stretch: tuple[float, float] | None = None,
 ) -> dict[str, Any] | None:
     """How widely today's duet pairs spread against the A/A duets' spreads (the priors).
 
@@ -391,39 +446,50 @@ def pair_spread_summary(
     standard deviation of ``log(head_k / base_k)``) to ``s0``; the median over them says
     how busy the machine was compared with the calibration's day (about 0.9 on a day
     like it, with 4 pairs). ``disowned`` counts the benchmarks whose pairs spread so far
-    beyond their prior that they were judged on their own pairs alone
-    (:func:`rlpace.bench.stats.prior_conflict`): on such a day only large changes show.
+    beyond their prior, stretched by ``stretch`` where the comparison stretched it, that
+    they were judged on their own pairs alone (:func:`rlpace.bench.stats.prior_conflict`):
+    on such a day only large changes show.
 
     Args:
         pairs: ``fullname → (head run medians, base run medians)``, run ``k`` of each
             side from the same duet.
         priors: ``fullname → (variance, degrees of freedom)`` of one pair's log ratio in
             the A/A duets (:meth:`rlpace.bench.calibration.DuetCalibration.paired_priors`).
+        stretch: ``(stretch, d0)`` the comparison widened those priors by
+            (:func:`rlpace.bench.stats.fit_prior_stretch`); None: none.
 
     Returns:
-        ``{"benchmarks": n, "ratio": median ratio, "disowned": k}``, or None when no
-        benchmark has both two pairs or more and a prior.
+        ``{"benchmarks": n, "ratio": median ratio, "disowned": k}``, plus ``stretch``
+        (its square root: the factor on the pool's spreads) when one was applied, or
+        None when no benchmark has both two pairs or more and a prior.
 
     Example:
         >>> today = {"a": ([1.0, 1.1, 0.9], [1.01, 1.1, 0.9]), "b": ([2.0, 2.2], [2.0, 2.0])}
         >>> pair_spread_summary(today, {"a": (0.01**2, 15), "b": (0.01**2, 15)})
         {'benchmarks': 2, 'ratio': 3.66, 'disowned': 1}
+        >>> pair_spread_summary(today, {"a": (0.01**2, 15), "b": (0.01**2, 15)}, (16.0, 9.0))
+        {'benchmarks': 2, 'ratio': 3.66, 'disowned': 0, 'stretch': 4.0}
     """
     ratios, disowned = [], 0
+    spreads = {name: paired_log_variance(*pairs[name]) for name in pairs}
+    used = _stretched(priors, stretch, spreads)
     for name in sorted(pairs):
         prior = priors.get(name)
-        variance, df = paired_log_variance(*pairs[name])
+        variance, df = spreads[name]
         if prior is None or not (prior[0] > 0 and df > 0 and math.isfinite(variance)):
             continue
         ratios.append(math.sqrt(variance / prior[0]))
-        disowned += prior_conflict(variance, df, prior)
+        disowned += prior_conflict(variance, df, used[name])
     if not ratios:
         return None
-    return {
+    out: dict[str, Any] = {
         "benchmarks": len(ratios),
         "ratio": round(float(np.median(ratios)), 2),
         "disowned": disowned,
     }
+    if stretch is not None:
+        out["stretch"] = round(math.sqrt(stretch[0]), 2)
+    return out
 
 
 @dataclass(frozen=True)

@@ -255,6 +255,11 @@ class Comparison:
     """``(variance, degrees of freedom)`` of one run's log median, fitted on all the
     benchmarks compared at process level (None with fewer than three): the prior of the
     benchmarks without a calibrated one. A confirmation of a few benchmarks borrows it."""
+    prior_stretch: tuple[float, float] | None = None
+    """``(stretch, degrees of freedom)`` by which the duet pool's pair priors were
+    widened for this run (:func:`rlpace.bench.stats.fit_prior_stretch`: how much wider
+    its pairs spread than the pool's, fitted over the benchmarks with a pool prior;
+    None when fewer than three had one). A confirmation of a few benchmarks borrows it."""
     confirm_repeats: int = 0
     """Runs per side of the confirmation stage (0: none ran)."""
     paired: int = 0
@@ -409,6 +414,7 @@ class Comparison:
             "noise_floor": None if self.noise_floor is None else self.noise_floor.to_dict(),
             "calibration": None if self.calibration is None else _jsonable(dict(self.calibration)),
             "variance_prior": _jsonable(self.variance_prior),
+            "prior_stretch": _jsonable(self.prior_stretch),
             "confirm_repeats": self.confirm_repeats,
             "paired": self.paired,
             "duet_calibration": _jsonable(self.duet_calibration),

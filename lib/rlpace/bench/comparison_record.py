@@ -293,7 +293,7 @@ _DUET_CALIBRATION = {
 _PAIR_SPREAD = {
     "type": "object",
     "required": ["benchmarks", "ratio", "disowned"],
-    "properties": {"benchmarks": _COUNT, "ratio": _NUM, "disowned": _COUNT},
+    "properties": {"benchmarks": _COUNT, "ratio": _NUM, "disowned": _COUNT, "stretch": _NUM},
     "additionalProperties": False,
 }
 
@@ -341,6 +341,18 @@ COMPARISON_SCHEMA: dict[str, Any] = {
                     "minItems": 2,
                     "maxItems": 2,
                     "prefixItems": [{"type": "number"}, _NUM],
+                },
+            ]
+        },
+        "prior_stretch": {
+            "anyOf": [
+                {"type": "null"},
+                # (stretch >= 1, degrees of freedom), infinite ones written as null
+                {
+                    "type": "array",
+                    "minItems": 2,
+                    "maxItems": 2,
+                    "prefixItems": [{"type": "number", "minimum": 1}, _NUM],
                 },
             ]
         },
@@ -584,6 +596,7 @@ def _comparison(data: Mapping[str, Any]) -> Comparison:
         rows.append(BenchmarkChange(**_rebuilt(BenchmarkChange, row, special)))
     floor = data.get("noise_floor")
     prior = data.get("variance_prior")
+    stretch = data.get("prior_stretch")
     special: dict[str, Any] = {
         "rows": tuple(rows),
         "head": dict(data.get("head") or {}),
@@ -601,6 +614,9 @@ def _comparison(data: Mapping[str, Any]) -> Comparison:
         "variance_prior": None
         if prior is None
         else (float(prior[0]), math.inf if prior[1] is None else float(prior[1])),
+        "prior_stretch": None
+        if stretch is None
+        else (float(stretch[0]), math.inf if stretch[1] is None else float(stretch[1])),
         "count_tier": None if data.get("count_tier") is None else dict(data["count_tier"]),
         "duet_calibration": None
         if data.get("duet_calibration") is None

@@ -237,7 +237,9 @@ class Judge:
         The flagged benchmarks are compared on ``head`` and ``base`` alone (the
         confirmation runs; other benchmarks in them are ignored), with the
         process-level gates shared over just those benchmarks, the variance prior
-        ``first`` fitted on the whole set and, with a noise model, the confirmation's
+        and the stretch of the duet pool's priors that ``first`` fitted on the whole
+        set (:attr:`~rlpace.bench.comparison.Comparison.prior_stretch`) and, with a
+        noise model, the confirmation's
         own gates; :func:`rlpace.bench.compare.confirm_verdicts` then clears the flags
         that did not repeat. Rows the confirmation runs lack are not confirmed.
         ``names`` (default: every flagged benchmark) limits what is put to the
@@ -275,6 +277,7 @@ class Judge:
             gates=gates,
             family_size=len(names),
             variance_prior=first.variance_prior,
+            prior_stretch=first.prior_stretch,
         )
         confirmed = confirm_verdicts(first, second, repeats=repeats)
         # flags left out keep their first verdict: those outside ``names`` and those a
@@ -295,6 +298,7 @@ class Judge:
         gates: Mapping[str, float] | None = None,
         family_size: int | None = None,
         variance_prior: tuple[float, float] | None = None,
+        prior_stretch: tuple[float, float] | None = None,
     ) -> Comparison:
         if gates is None and self.noise is not None:
             # each benchmark's gate for the runs it has (pr times the CPU-clock cases,
@@ -313,6 +317,7 @@ class Judge:
             fixed_impl=floor.impl if floor is not None and self.same_packages else None,
             family_size=family_size,
             variance_prior=variance_prior,
+            prior_stretch=prior_stretch,
             single_run_noise=self.single_run_noise,
             paired=self.paired,
             paired_priors=self.paired_priors if self.paired else None,

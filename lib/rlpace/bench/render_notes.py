@@ -308,12 +308,13 @@ BUSY_RATIO = 2.0
 
 def _busy_text(spread: Mapping[str, Any] | None) -> str:
     """What the comment says of how widely today's pairs spread against the A/A duets'
-    (:func:`rlpace.bench.compare.pair_spread_summary`): a warning on a busy day, a line
-    on the benchmarks judged on their own pairs alone, else nothing.
+    (:func:`rlpace.bench.compare.pair_spread_summary`): a warning on a busy day (with
+    how far the pool's priors were widened to match), a line on the benchmarks judged on
+    their own pairs alone, else nothing.
 
     Example:
-        >>> print(_busy_text({"benchmarks": 30, "ratio": 4.2, "disowned": 9}))
-         ⚠️ Today's pairs spread 4.2× as wide as in those A/A duets (the median over 30 benchmarks), 9 of them so far that they were judged on their own pairs alone: the machine was busier than on the calibration's day, so only large changes could be told from noise (see each row's detectable change). Rerun on a quieter machine to see small ones.
+        >>> print(_busy_text({"benchmarks": 30, "ratio": 4.2, "disowned": 2, "stretch": 4.4}))
+         ⚠️ Today's pairs spread 4.2× as wide as in those A/A duets (the median over 30 benchmarks), so each benchmark's prior was widened 4.4× to match, and 2 of them spread so far beyond even that that they were judged on their own pairs alone: the machine was busier than on the calibration's day, so only large changes could be told from noise (see each row's detectable change). Rerun on a quieter machine to see small ones.
         >>> print(_busy_text({"benchmarks": 30, "ratio": 0.9, "disowned": 1}))
          1 benchmark whose pairs spread far beyond its A/A duets' was judged on its own pairs alone.
         >>> _busy_text({"benchmarks": 30, "ratio": 0.9, "disowned": 0}), _busy_text(None)
@@ -323,16 +324,29 @@ def _busy_text(spread: Mapping[str, Any] | None) -> str:
         return ""
     disowned = int(spread.get("disowned") or 0)
     ratio = spread.get("ratio")
+    stretch = spread.get("stretch")
     if isinstance(ratio, int | float) and ratio >= BUSY_RATIO:
-        alone = {0: "", 1: ", 1 of them so far that it was judged on its own pairs alone"}.get(
-            disowned, f", {disowned} of them so far that they were judged on their own pairs alone"
+        beyond = " even that" if isinstance(stretch, int | float) and stretch > 1 else ""
+        alone = {
+            0: "",
+            1: f", and 1 of them spread so far beyond{beyond} that it was judged on its own "
+            "pairs alone",
+        }.get(
+            disowned,
+            f", and {disowned} of them spread so far beyond{beyond} that they were judged "
+            "on their own pairs alone",
+        )
+        widened = (
+            f", so each benchmark's prior was widened {stretch:.1f}× to match"
+            if isinstance(stretch, int | float) and stretch > 1
+            else ""
         )
         return (
             f" ⚠️ Today's pairs spread {ratio:.1f}× as wide as in those A/A duets (the "
-            f"median over {plural(int(spread['benchmarks']), 'benchmark')}){alone}: the "
-            "machine was busier than on the calibration's day, so only large changes could "
-            "be told from noise (see each row's detectable change). Rerun on a quieter "
-            "machine to see small ones."
+            f"median over {plural(int(spread['benchmarks']), 'benchmark')}){widened}{alone}: "
+            "the machine was busier than on the calibration's day, so only large changes "
+            "could be told from noise (see each row's detectable change). Rerun on a "
+            "quieter machine to see small ones."
         )
     if disowned:
         one = disowned == 1
