@@ -406,9 +406,10 @@ def fit_prior_stretch(
     would otherwise make every prior weigh less (the idea of Phipson et al. 2016).
     A benchmark's prior becomes ``(stretch · s0², min(d0, its own d0))``. Simulated
     with normal log ratios (30 benchmarks, 4 pairs, priors of 12 pairs, a 5 % control
-    floor, a confirmation of 4 more pairs), A/A runs confirmed a false alarm in 0.1–0.7 %
-    of runs on days 2–4× as spread as the pool's, the benchmarks widening evenly or
-    unevenly (log-normal, σ = 0.4), against 4.5–15.6 % with the pool's priors as they are.
+    floor, a confirmation of 4 more pairs; ``reports/sims/prior_stretch.py``), A/A runs
+    confirmed a false alarm in 0.15–0.85 % of runs on days 2–4× as spread as the pool's,
+    the benchmarks widening evenly or unevenly (log-normal, σ = 0.4), against 5.8–16 %
+    with the pool's priors as they are.
 
     Args:
         variances: per benchmark, today's variance (e.g. of its pairs' log ratios).
