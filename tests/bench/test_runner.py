@@ -721,3 +721,67 @@ def test_ctrl_c_to_the_driver_alone_mid_duet_stops_both_runs_at_once(
     assert waited < 30, f"the driver waited {waited:.0f} s for its duet after Ctrl-C"
     left = survivors(b"-m\0pytest\0", marker, within=10)
     assert not left, "suite runs went on after their driver was interrupted"
+
+
+LITTERING = """
+import os
+import tempfile
+import time
+
+from rlpace.bench.suite import case
+
+
+@case()
+def test_litter():
+    # a case that leaves files in its temporary directory and is stopped before any
+    # teardown (a memory-mapped buffer of a run that is cancelled, say)
+    with open(os.path.join(tempfile.gettempdir(), "buffer.mmap"), "wb") as f:
+        f.write(b"x" * 4096)
+    time.sleep(120)
+    return lambda: None
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="finds its runs in /proc")
+def test_a_terminated_driver_stops_its_run_and_leaves_nothing_in_tmp(
+    tmp_path, find_processes, survivors
+):
+    """SIGTERM to ``rlpace-bench run`` (a CI job cancelled): the driver stops its suite
+    run as Ctrl-C would and exits 143, and the run's own ``TMPDIR`` (made in the
+    driver's temporary directory) goes with it, files its stopped case left included.
+    Before, the default SIGTERM killed the driver at once and the case's files stayed
+    in the shared ``/tmp``."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    root = tmp_path / "tree"
+    bench = root / "tests" / "benchmarks"
+    bench.mkdir(parents=True)
+    shutil.copy(ROOT / "tests" / "benchmarks" / "conftest.py", bench / "conftest.py")
+    (bench / "test_litter.py").write_text(LITTERING)
+    shared = tmp_path / "shared-tmp"
+    shared.mkdir()
+    out = tmp_path / "out.json"
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "rlpace.bench", "run", "--root", str(root), "-o", str(out)],
+        env={**os.environ, "TMPDIR": str(shared)},
+        stderr=subprocess.PIPE,
+    )
+    marker = str(out).encode()
+    deadline = time.monotonic() + 90
+    while not list(shared.rglob("buffer.mmap")) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    litter = list(shared.rglob("buffer.mmap"))
+    assert litter and litter[0].parent != shared, "the case's file was not in a TMPDIR of its run"
+    os.kill(driver.pid, signal.SIGTERM)
+    try:
+        _, err = driver.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        driver.kill()
+        driver.communicate()
+        pytest.fail("the driver still waited for its run 60 s after SIGTERM")
+    assert driver.returncode == 143 and b"terminated; nothing more was written" in err
+    assert not survivors(b"-m\0pytest\0", marker, within=10), "the suite run went on"
+    assert list(shared.iterdir()) == [], "the run left files in the temporary directory"

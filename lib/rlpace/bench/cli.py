@@ -12,11 +12,14 @@ Example:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import pkgutil
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 
 from rlpace import __version__
 from rlpace.bench import commands
@@ -45,6 +48,36 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C's ``KeyboardInterrupt`` would be: a cancelled CI job
+    or ``kill`` then stops the benchmark and counting processes and removes their
+    scratch directories on the way out, as Ctrl-C does, instead of dying mid-write.
+
+    Example:
+        >>> isinstance(Terminated(), KeyboardInterrupt)
+        True
+    """
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """While the command runs, SIGTERM raises :class:`Terminated` in the main thread
+    (only the main thread may set a handler: elsewhere, e.g. under a test runner's
+    thread, the default stays)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: object) -> None:
+        raise Terminated
+
+    before = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv`` and run the chosen subcommand; return the process exit code.
 
@@ -59,10 +92,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     try:
-        return int(args._main(args) or 0)
+        with _sigterm_as_interrupt():
+            return int(args._main(args) or 0)
     except BenchInputError as exc:
         print(f"rlpace-bench: error: {exc}", file=sys.stderr)
         return 2
+    except Terminated:
+        # a CI job cancelled (SIGTERM): stopped on the way out as for Ctrl-C
+        print("rlpace-bench: terminated; nothing more was written", file=sys.stderr)
+        return 143
     except KeyboardInterrupt:
         # Ctrl-C: the benchmark and counting processes were stopped on the way out
         print("rlpace-bench: interrupted; nothing more was written", file=sys.stderr)

@@ -28,9 +28,11 @@ import contextlib
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -429,6 +431,12 @@ def run(
         cpu: pin the run's process, and every process it starts, to this CPU (a duet
             runs base and head at the same time, one per core); None: not pinned.
 
+    The run's process gets a ``TMPDIR`` of its own, made in this process's temporary
+    directory (the same file system its cases used before) and removed when the run
+    ends, however it ends: a case that is stopped before its teardown (a timed-out
+    case, an interrupted or terminated driver) leaves no run directory or memory-mapped
+    buffer file behind. Only a driver killed with SIGKILL can leave that one directory.
+
     Returns:
         The exit status, the output file and how many results it holds.
 
@@ -460,24 +468,28 @@ def run(
     command = [python, "-c", _LAUNCHER, str(os.getpid()), "-" if cpu is None else str(cpu)]
     command += [python, "-m", "pytest", *args]
     pipe = subprocess.PIPE if quiet else None
-    with subprocess.Popen(
-        command,
-        cwd=root,
-        env=stable_environ({**os.environ, **(environ or {})}, settings),
-        stdout=pipe,
-        stderr=pipe,
-        text=True,
-    ) as proc:
-        with _LIVE_LOCK:
-            _LIVE.add(proc)
-        try:
-            stdout, stderr = proc.communicate()
-        except BaseException:  # Ctrl-C in the thread that waits: the run ends too
-            _interrupt([proc])
-            raise
-        finally:
+    scratch = tempfile.mkdtemp(prefix="rlpace-bench-run-", dir=(environ or {}).get("TMPDIR"))
+    try:
+        with subprocess.Popen(
+            command,
+            cwd=root,
+            env=stable_environ({**os.environ, **(environ or {}), "TMPDIR": scratch}, settings),
+            stdout=pipe,
+            stderr=pipe,
+            text=True,
+        ) as proc:
             with _LIVE_LOCK:
-                _LIVE.discard(proc)
+                _LIVE.add(proc)
+            try:
+                stdout, stderr = proc.communicate()
+            except BaseException:  # Ctrl-C in the thread that waits: the run ends too
+                _interrupt([proc])
+                raise
+            finally:
+                with _LIVE_LOCK:
+                    _LIVE.discard(proc)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     tail = (stdout or "")[-4000:] + (stderr or "")[-4000:] if quiet else ""
     returncode = proc.returncode
     if returncode == 5:  # pytest: no tests collected
