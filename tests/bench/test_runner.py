@@ -785,3 +785,14 @@ def test_a_terminated_driver_stops_its_run_and_leaves_nothing_in_tmp(
     assert driver.returncode == 143 and b"terminated; nothing more was written" in err
     assert not survivors(b"-m\0pytest\0", marker, within=10), "the suite run went on"
     assert list(shared.iterdir()) == [], "the run left files in the temporary directory"
+
+
+def test_a_runs_own_tmpdir_keeps_torch_compiles_cache_where_torch_keeps_it():
+    """A run's private ``TMPDIR`` would move Inductor's cache into it and throw it away
+    with it (each run then compiled its compile cases afresh: 2-3 min more in an A/A
+    ``make bench``); the run is pointed at the directory torch itself would use."""
+    torch_cache = pytest.importorskip("torch._inductor.runtime.cache_dir_utils")
+    from rlpace.bench.runner import _kept_caches
+
+    assert _kept_caches({}) == {"TORCHINDUCTOR_CACHE_DIR": torch_cache.default_cache_dir()}
+    assert _kept_caches({"TORCHINDUCTOR_CACHE_DIR": "/elsewhere"}) == {}

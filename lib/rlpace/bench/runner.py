@@ -25,9 +25,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import getpass
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -399,6 +401,30 @@ def _write_empty_result(output: Path, root: Path) -> None:
     output.write_text(json.dumps(payload, indent=2))
 
 
+def _kept_caches(env: Mapping[str, str]) -> dict[str, str]:
+    """Where a run keeps the caches that live in the temporary directory by default, so
+    a run's own ``TMPDIR`` does not throw them away: torch.compile's (Inductor's) cache,
+    ``<temporary directory>/torchinductor_<user>`` as torch names it, unless ``env``
+    names one (without it each run compiled the compile cases afresh, minutes a run).
+
+    Example:
+        >>> _kept_caches({"TORCHINDUCTOR_CACHE_DIR": "/cache"})
+        {}
+        >>> list(_kept_caches({}))
+        ['TORCHINDUCTOR_CACHE_DIR']
+    """
+    if "TORCHINDUCTOR_CACHE_DIR" in env:
+        return {}
+    try:
+        user = getpass.getuser()
+    except (KeyError, ModuleNotFoundError, OSError):
+        user = f"uid_{os.getuid()}" if hasattr(os, "getuid") else "unknown_user"
+    folder = "torchinductor_" + re.sub(r'[\\/:*?"<>|]', "_", user)
+    return {
+        "TORCHINDUCTOR_CACHE_DIR": os.path.join(env.get("TMPDIR") or tempfile.gettempdir(), folder)
+    }
+
+
 def run(
     *,
     set_name: str = "cpu",
@@ -469,11 +495,12 @@ def run(
     command += [python, "-m", "pytest", *args]
     pipe = subprocess.PIPE if quiet else None
     scratch = tempfile.mkdtemp(prefix="rlpace-bench-run-", dir=(environ or {}).get("TMPDIR"))
+    own = {"TMPDIR": scratch, **_kept_caches({**os.environ, **(environ or {})})}
     try:
         with subprocess.Popen(
             command,
             cwd=root,
-            env=stable_environ({**os.environ, **(environ or {}), "TMPDIR": scratch}, settings),
+            env=stable_environ({**os.environ, **(environ or {}), **own}, settings),
             stdout=pipe,
             stderr=pipe,
             text=True,
