@@ -642,10 +642,13 @@ def test_stuck():
 def _stuck_duet(tmp_path, find_processes):
     """A driver in the middle of a duet whose two runs hang in their case; returns the
     driver and a function listing its suite runs still alive."""
+    import os
     import subprocess
     import time
 
     root = tmp_path / "stuck-tree"
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
     bench = root / "tests" / "benchmarks"
     bench.mkdir(parents=True)
     shutil.copy(ROOT / "tests" / "benchmarks" / "conftest.py", bench / "conftest.py")
@@ -663,6 +666,9 @@ def _stuck_duet(tmp_path, find_processes):
          "runs_dir=Path(sys.argv[2]), repeats=1, settings=RunSettings(), duet=True)",
          str(root), str(tmp_path / "runs")],
         stderr=subprocess.PIPE,
+        # a SIGKILLed driver cannot remove its runs' own TMPDIRs: keep them in this
+        # test's directory, not the shared /tmp
+        env={**os.environ, "TMPDIR": str(scratch)},
     )  # fmt: skip
     marker = str(tmp_path / "runs").encode()  # in each run's --benchmark-json
 
