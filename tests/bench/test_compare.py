@@ -646,3 +646,15 @@ def test_sides_with_different_run_counts_are_not_paired():
     _, fewer = _duet(rng, ["a", "b", "c"], 2)
     out = compare_runs(head, fewer, paired=True)
     assert {r.method for r in out.rows} == {"mann-whitney"} and out.paired == 0
+
+
+@pytest.mark.parametrize("stretch", [(0.5, 3.0), (2.0, 0.0), ("wide", 3.0), (1.5,)])
+def test_a_prior_stretch_that_is_no_stretch_is_refused_with_the_fix(stretch):
+    """``prior_stretch`` below 1 (it would narrow the pool's priors), on no degrees of
+    freedom, or not a pair: a clear error naming what was expected and where to get it."""
+    from rlpace.bench.results import results_from_records
+
+    runs = results_from_records([{"fullname": "a", "data": [1.0, 1.01, 0.99] * 5}])
+    with pytest.raises(BenchInputError, match=r"prior_stretch = .*expected \(stretch of the pair "
+                       r"priors >= 1.*Comparison\.prior_stretch"):  # fmt: skip
+        compare_runs(runs, runs, paired=True, prior_stretch=stretch)

@@ -684,6 +684,21 @@ def _stuck_duet(tmp_path, find_processes):
     return driver, marker
 
 
+def _signal_and_wait(driver, signum) -> bytes:
+    """Send ``signum`` to the driver alone and return its stderr; fail the test if it is
+    still running 60 s later (killing it, so nothing is left behind)."""
+    import os
+    import subprocess
+
+    os.kill(driver.pid, signum)
+    try:
+        return driver.communicate(timeout=60)[1]
+    except subprocess.TimeoutExpired:
+        driver.kill()
+        driver.communicate()
+        pytest.fail(f"the driver still ran 60 s after signal {signum}")
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
 def test_a_killed_driver_leaves_no_suite_run_behind_even_mid_duet(
     tmp_path, find_processes, survivors
@@ -708,20 +723,12 @@ def test_ctrl_c_to_the_driver_alone_mid_duet_stops_both_runs_at_once(
     whole group): the duet's runs, waited for in threads the signal does not reach, are
     interrupted too, and the driver leaves within seconds, not when their cases end
     (the stuck case sleeps 120 s; before, the driver waited for it)."""
-    import os
     import signal
-    import subprocess
     import time
 
     driver, marker = _stuck_duet(tmp_path, find_processes)
     sent = time.monotonic()
-    os.kill(driver.pid, signal.SIGINT)
-    try:
-        _, err = driver.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        driver.kill()
-        driver.communicate()
-        pytest.fail("the driver still waited for its duet 60 s after its SIGINT")
+    err = _signal_and_wait(driver, signal.SIGINT)
     waited = time.monotonic() - sent
     assert driver.returncode != 0 and b"KeyboardInterrupt" in err
     assert waited < 30, f"the driver waited {waited:.0f} s for its duet after Ctrl-C"
@@ -781,13 +788,7 @@ def test_a_terminated_driver_stops_its_run_and_leaves_nothing_in_tmp(
         time.sleep(0.2)
     litter = list(shared.rglob("buffer.mmap"))
     assert litter and litter[0].parent != shared, "the case's file was not in a TMPDIR of its run"
-    os.kill(driver.pid, signal.SIGTERM)
-    try:
-        _, err = driver.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        driver.kill()
-        driver.communicate()
-        pytest.fail("the driver still waited for its run 60 s after SIGTERM")
+    err = _signal_and_wait(driver, signal.SIGTERM)
     assert driver.returncode == 143 and b"terminated; nothing more was written" in err
     assert not survivors(b"-m\0pytest\0", marker, within=10), "the suite run went on"
     assert list(shared.iterdir()) == [], "the run left files in the temporary directory"

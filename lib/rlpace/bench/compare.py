@@ -295,6 +295,9 @@ def compare_runs(
             f"got {single_run_noise!r}"
         )
     calibrated = _check_noise(noise)
+    given_stretch = (
+        _check_variance_prior(prior_stretch, "prior_stretch") if prior_stretch is not None else None
+    )
     own_priors = _check_priors(process_priors)
     pair_priors = _check_priors(paired_priors, "paired_priors", "DuetCalibration.paired_priors()")
     head_rows = _by_fullname(head, "head")
@@ -340,8 +343,8 @@ def compare_runs(
             for n in lent
         }
         stretch = (
-            _check_variance_prior(prior_stretch, "prior_stretch")
-            if prior_stretch is not None
+            given_stretch
+            if given_stretch is not None
             else fit_prior_stretch(*zip(*((*spreads[n], lent[n]) for n in sorted(lent)), strict=True))
             if lent
             else None
