@@ -478,7 +478,10 @@ def test_with_counts_on_wall_clock_cases_run_as_duets_judged_pair_by_pair(
     touched, steady = rows["test_touched"], rows["test_steady"]
     assert touched["method"] == steady["method"] == "paired"
     assert touched["verdict"] == "worsened" and touched["confirmed"] is True
-    assert steady["verdict"] == "unchanged"
+    # steady is the same code on both sides: it never stands. Its first runs may still
+    # flag it (1 run in ~12 here: a 9 us case's processes can settle at two speeds, and
+    # its 6 pairs leaned -10.6 % once), and then its confirmation must not
+    assert steady["verdict"] == "unchanged" and steady["confirmed"] in (None, False)
     assert touched["median_change_pct"] < -25
     # 6 % pair spread: 10 % needs 6 pairs (detectable 12.2 % with 4); 2 %: 4 suffice
     # the first pair ran everything (the torchrl twins, none here, only that one), 3
@@ -501,7 +504,11 @@ def test_with_counts_on_wall_clock_cases_run_as_duets_judged_pair_by_pair(
         "Benchmarks judged on their time ran as 4 duets (base and head at the same time" in comment
     )
     assert "1 benchmark whose A/A pairs spread wider got 2 more duets, to see" in comment
-    assert "4 more runs a side, as duets, judged pair by pair; it was flagged again" in comment
+    assert "4 more runs a side, as duets, judged pair by pair; " + (
+        "it was flagged again the same way and stands"
+        if steady["confirmed"] is None
+        else "1 was flagged again the same way and stands, 1 was not and counts as noise"
+    ) in " ".join(comment.split())
     assert "weighed with the spread of its pairs in 12 A/A duets" in comment
     runs = tmp_path / "cache" / "runs"
 
@@ -521,7 +528,12 @@ def test_with_counts_on_wall_clock_cases_run_as_duets_judged_pair_by_pair(
     assert code == 0
     compared = {r["name"]: r for r in json.loads(again.read_text())["rows"]}
     for name, row in rows.items():
-        assert compared[name]["verdict"] == ("worsened" if row["confirmed"] else row["verdict"])
+        # compare has no confirmation: it gives the first runs' verdict, a flag wherever
+        # pr asked for a confirmation (a change below zero is a slow-down)
+        first = row["verdict"] if row["confirmed"] is None else (
+            "worsened" if row["median_change_pct"] < 0 else "improved"
+        )  # fmt: skip
+        assert compared[name]["verdict"] == first, name
         for key in ("median_change_pct", "noise_pct", "run_noise_pct", "q_value", "mdc_pct"):
             assert compared[name][key] == row[key], (name, key)
 
