@@ -203,7 +203,7 @@ def paired_text(comparison: Comparison) -> str:
         ...     "created": "2026-12-02", "held_out_alarms": 0, "held_out_alarms_first": 5,
         ...     "held_out_runs": 200, "mismatch": {"cpu_count": [2, 16]}})).split(": the load")[1])
         ... # doctest: +NORMALIZE_WHITESPACE
-         both sides met cancels in each pair, and a change must beat the pairs' own spread, weighed with the spread of its pairs in 16 A/A duets (`reports/calibration/cpu-duets.json`, 2026-12-02; judged as this run is, 200 held-out splits of them flagged anything in 0 after the confirmation, 5 before). ⚠️ Those duets ran on another machine or timing (cpu_count: 2 there, 16 here): rerun `rlpace-bench aa --duets 16` here.
+         both sides met cancels in each pair, and a change must beat the pairs' own spread, weighed with the spread of its pairs in 16 A/A duets (`reports/calibration/cpu-duets.json`, 2026-12-02; judged as this run is, 200 held-out splits of them flagged anything in 0 after the confirmation, 5 before). ⚠️ Those duets ran on another machine or timing (cpu_count: 2 there, 16 here): measure them here with `rlpace-bench calibrate` (A/A `pr` runs; it also measures the count gates) or `rlpace-bench aa --duets 16`.
         >>> print(paired_text(Comparison(rows=(), paired=4, paired_threshold=2.0, duet_calibration={
         ...     "source": "cpu-duets.json", "pairs": 16, "threshold": 5.0, "held_out_alarms": 0,
         ...     "held_out_alarms_first": 3, "held_out_runs": 200})).split("A/A duets (")[1])
@@ -273,8 +273,9 @@ def paired_text(comparison: Comparison) -> str:
             for k, (a, b) in mismatch.items()
         )
         text += (
-            f" ⚠️ Those duets ran on another machine or timing ({parts}): rerun "
-            f"`rlpace-bench aa --duets {pool['pairs']}` here."
+            f" ⚠️ Those duets ran on another machine or timing ({parts}): measure "
+            "them here with `rlpace-bench calibrate` (A/A `pr` runs; it also measures the "
+            f"count gates) or `rlpace-bench aa --duets {pool['pairs']}`."
         )
     return text + _busy_text(comparison.pair_spread)
 

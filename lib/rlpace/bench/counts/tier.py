@@ -213,7 +213,10 @@ def run_count_tier(
             warnings += [f"gates: {w}" for w in count_differences(head.meta, meta, gates=True)]
             used = gates_shown or str(gates_file)
         except EnvironmentMismatchError as exc:
-            warnings.append(f"gates not used ({exc}); every case is judged on the default gate")
+            warnings.append(
+                f"gates not used ({exc}); every case is judged on the default gate "
+                "(measure this machine's with `rlpace-bench calibrate`)"
+            )
             gates = {}
     changes = compare_counts(head, base, gates=gates, k=k, floor=floor)
     changes, recounted = _recount(
