@@ -137,6 +137,10 @@ def test_calibration_runs_by_hand_on_the_commenting_runners_and_only_uploads():
     # judges the pull requests
     assert jobs["cpu"]["runs-on"] == _load("bench-pr.yml")["jobs"]["cpu"]["runs-on"]
     assert jobs["gpu"]["runs-on"] == _load("bench-gpu.yml")["jobs"]["gpu"]["runs-on"]
+    # on the CPU runner also what pr judges with: the count gates and the duet pool, from
+    # A/A pr runs (`rlpace-bench calibrate`)
+    assert "rlpace-bench calibrate --runs" in _steps_text(jobs["cpu"])
+    assert "calibrate" not in _steps_text(jobs["gpu"])
     for name, job in jobs.items():
         steps = _steps_text(job)
         assert f"rlpace-bench aa --set {name} --repeats 2" in steps
@@ -156,6 +160,20 @@ def test_standard_runners_install_the_cpu_build_of_the_pinned_torch():
     assert _load("bench-calibrate.yml")["jobs"]["cpu"]["env"]["PIP_EXTRA_INDEX_URL"] == cpu_index
     gpu = _load("bench-gpu.yml")["jobs"]["gpu"]
     assert "PIP_EXTRA_INDEX_URL" not in (gpu.get("env") or {})  # CUDA there
+
+
+def test_standard_runners_that_count_install_valgrind_first():
+    # the runner image has gcc but no Valgrind: without it pr falls back to timing every
+    # case, asv skips the count series and calibrate measures nothing
+    for workflow, job, runs in (
+        ("bench-pr.yml", "cpu", "make bench"),
+        ("bench-nightly.yml", "asv", "asv run NEW"),
+        ("bench-calibrate.yml", "cpu", "rlpace-bench calibrate"),
+    ):
+        steps = [str(step) for step in _load(workflow)["jobs"][job]["steps"]]
+        installs = [i for i, s in enumerate(steps) if "apt-get install" in s and "valgrind" in s]
+        measures = [i for i, s in enumerate(steps) if runs in s]
+        assert installs and measures and installs[0] < measures[0], (workflow, job)
 
 
 # ------------------------------------------------------------------------ hardening
