@@ -658,3 +658,82 @@ def test_a_prior_stretch_that_is_no_stretch_is_refused_with_the_fix(stretch):
     with pytest.raises(BenchInputError, match=r"prior_stretch = .*expected \(stretch of the pair "
                        r"priors >= 1.*Comparison\.prior_stretch"):  # fmt: skip
         compare_runs(runs, runs, paired=True, prior_stretch=stretch)
+
+
+def _process_runs(rng, spreads, factor, k=2, shift=None):
+    """One side of ``k`` runs (processes): each benchmark's run median drawn around 1 ms
+    with its process spread ``factor`` times wider than ``spreads`` says, its rounds
+    tight around that median; ``shift`` slows benchmarks down by a fraction."""
+    shift = shift or {}
+    sides = []
+    for _ in range(k):
+        medians = {
+            name: 1e-3 * math.exp(rng.normal(0, factor * s)) * (1 + shift.get(name, 0.0))
+            for name, s in spreads.items()
+        }
+        sides.append(
+            runs(
+                {n: timing(rng, 12, center=m, spread=0.005, outliers=0) for n, m in medians.items()}
+            )
+        )
+    return merge_runs(sides)
+
+
+def test_on_a_busier_day_the_calibrations_process_priors_stretch_so_aa_runs_stay_quiet(
+    monkeypatch,
+):
+    """Runs one after another (no duets: --no-counts, or no Valgrind) on a day whose
+    processes spread 3x the calibration pool's: the pool's calm process priors, lent as
+    they are, give each benchmark's two close-by-chance runs a side a calm gate and flag
+    most A/A comparisons; stretched by the day they flag almost none, and a 25 %
+    slow-down of the quietest benchmark is still flagged."""
+    import rlpace.bench.compare as compare_module
+
+    spreads = {
+        f"b{i}": s for i, s in enumerate(0.02 * np.random.default_rng(1).uniform(0.5, 2, 30))
+    }
+    priors = {name: (s**2, 11) for name, s in spreads.items()}  # a pool of 12 runs
+
+    def flagged(seed, *, shift=None):
+        rng = np.random.default_rng(seed)
+        head = _process_runs(rng, spreads, 3, shift=shift)
+        comparison = compare_runs(head, _process_runs(rng, spreads, 3), process_priors=priors)
+        return comparison, [r.name for r in comparison.rows if r.verdict in FLAGGED]
+
+    stretched = sum(bool(flagged(seed)[1]) for seed in range(24))
+    with monkeypatch.context() as m:
+        m.setattr(compare_module, "fit_prior_stretch", lambda *a: None)
+        calm = sum(bool(flagged(seed)[1]) for seed in range(24))
+    # (stretched: about the first stage's 5 % family rate, which pr's confirmation takes out)
+    assert stretched <= 3 and calm >= 12, (stretched, calm)
+    quietest = min(spreads, key=spreads.get)
+    caught = 0
+    for seed in range(12):
+        comparison, names = flagged(100 + seed, shift={quietest: 0.25})
+        assert (
+            comparison.prior_stretch is not None and comparison.prior_stretch[0] > 2.5
+        )  # 9 in truth, read from 2 runs a side
+        caught += quietest in names
+    assert caught >= 8, caught
+    # the comment says so, under the calibration it widened
+    from dataclasses import replace
+
+    from rlpace.bench.render import render_report
+
+    busy, _ = flagged(0)
+    said = render_report(replace(busy, calibration={"source": "cpu.json", "pool": 12}))
+    widened = math.sqrt(busy.prior_stretch[0])
+    assert "Calibrated noise: `cpu.json` (12 A/A runs)." in said
+    assert (
+        f"⚠️ This run's processes spread wider than the calibration's A/A runs: each "
+        f"benchmark's process prior was widened {widened:.1f}× to match."
+    ) in said
+    # a calm day is judged as before: the stretch never narrows a prior
+    rng = np.random.default_rng(7)
+    calm_day = compare_runs(
+        _process_runs(rng, spreads, 1), _process_runs(rng, spreads, 1), process_priors=priors
+    )
+    assert calm_day.prior_stretch[0] < 2
+    said = render_report(replace(calm_day, calibration={"source": "cpu.json", "pool": 12}))
+    assert ("was widened" in said) is (math.sqrt(calm_day.prior_stretch[0]) >= 1.05)
+    assert "⚠️ This run's processes" not in said

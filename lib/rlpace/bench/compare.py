@@ -224,6 +224,9 @@ def compare_runs(
             (:meth:`rlpace.bench.calibration.Calibration.process_priors`); it replaces the
             prior fitted on the other benchmarks for that one, so a calibrated benchmark's
             process-level gate stands on the pool's degrees of freedom plus this run's.
+            Unless the comparison is paired, these priors are first stretched by how
+            much wider this comparison's runs spread than the pool's, as
+            ``paired_priors`` are.
         fixed_impl: the ``impl`` of rows whose code is the same on both sides by
             construction (the torchrl twins when base and head pin the same packages):
             their changes are measurement noise, so they are never flagged ("unchanged",
@@ -257,8 +260,8 @@ def compare_runs(
             first stretched by how much wider this comparison's pairs spread than the
             pool's (:func:`rlpace.bench.stats.fit_prior_stretch`, over every paired
             benchmark with such a prior; three at least).
-        prior_stretch: ``(stretch, d0)`` to stretch ``paired_priors`` by instead of
-            one fitted here (a confirmation of a few benchmarks has too few to fit
+        prior_stretch: ``(stretch, d0)`` to stretch ``paired_priors`` (or, unpaired,
+            ``process_priors``) by instead of one fitted here (a confirmation of a few benchmarks has too few to fit
             one; it borrows the first comparison's
             :attr:`~rlpace.bench.comparison.Comparison.prior_stretch`).
 
@@ -333,23 +336,25 @@ def compare_runs(
         )
     ) if len(judged) >= 3 else None  # fmt: skip
     prior = _check_variance_prior(variance_prior) if variance_prior is not None else fitted
-    stretch = None
     if pairs:  # an A/A calibration of runs one after another does not gate a duet's pairs
         calibrated = {n: g for n, g in calibrated.items() if n not in pairs}
         own_priors = {n: v for n, v in own_priors.items() if n not in pairs}
         lent = {n: v for n, v in pair_priors.items() if n in pairs}
-        spreads = {
-            n: paired_log_variance(head_rows[n]["run_medians"], base_rows[n]["run_medians"])
-            for n in lent
-        }
-        stretch = (
-            given_stretch
-            if given_stretch is not None
-            else fit_prior_stretch(*zip(*((*spreads[n], lent[n]) for n in sorted(lent)), strict=True))
-            if lent
-            else None
-        )  # fmt: skip
-        own_priors.update(_stretched(lent, stretch, spreads))
+    else:  # the calibration's process priors, lent to the rows with runs to judge
+        lent = {n: v for n, v in own_priors.items() if n in gated}
+    # another day's priors, stretched by today's: a calm prior lent to a busy day's rows
+    # whose few runs lie close together by chance reads the day's noise as a change
+    spreads = {
+        n: variance_of(head_rows[n]["run_medians"], base_rows[n]["run_medians"]) for n in lent
+    }
+    stretch = (
+        given_stretch
+        if given_stretch is not None
+        else fit_prior_stretch(*zip(*((*spreads[n], lent[n]) for n in sorted(lent)), strict=True))
+        if lent
+        else None
+    )  # fmt: skip
+    own_priors.update(_stretched(lent, stretch, spreads))
     if floor is not None and floor.active:
         from rlpace.bench.controls import noise_with_floor
 

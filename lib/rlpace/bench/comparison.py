@@ -256,10 +256,12 @@ class Comparison:
     benchmarks compared at process level (None with fewer than three): the prior of the
     benchmarks without a calibrated one. A confirmation of a few benchmarks borrows it."""
     prior_stretch: tuple[float, float] | None = None
-    """``(stretch, degrees of freedom)`` by which the duet pool's pair priors were
+    """``(stretch, degrees of freedom)`` by which the duet pool's pair priors (or, in a
+    comparison of runs one after another, the calibration's process priors) were
     widened for this run (:func:`rlpace.bench.stats.fit_prior_stretch`: how much wider
-    its pairs spread than the pool's, fitted over the benchmarks with a pool prior;
-    None when fewer than three had one). A confirmation of a few benchmarks borrows it."""
+    its pairs or runs spread than the pool's, fitted over the benchmarks with a pool
+    prior; None when fewer than three had one). A confirmation of a few benchmarks
+    borrows it."""
     confirm_repeats: int = 0
     """Runs per side of the confirmation stage (0: none ran)."""
     paired: int = 0

@@ -51,6 +51,7 @@ from rlpace.bench.render_notes import (
     confirmation_text,
     paired_text,
     plural,
+    process_stretch_text,
     sensitivity_text,
 )
 from rlpace.bench.render_seed import render_seed, value_cell
@@ -179,6 +180,7 @@ def _environment():
         calibration_warning=calibration_warning,
         confirmation_text=confirmation_text,
         paired_text=paired_text,
+        process_stretch_text=process_stretch_text,
         sensitivity_text=sensitivity_text,
         code_cell=lambda text: code_span(text).replace("|", "\\|"),
         count=lambda value: f"{value:g}",

@@ -35,6 +35,7 @@ __all__ = [
     "confirmation_text",
     "paired_text",
     "plural",
+    "process_stretch_text",
     "sensitivity_text",
 ]
 
@@ -405,6 +406,38 @@ def calibration_text(note: Mapping[str, Any]) -> str:
         else:
             out += f" no benchmark's noise allows detecting a {injected:g}% slow-down at {power}"
     return out + "."
+
+
+def process_stretch_text(comparison: Comparison) -> str:
+    """What the comment says when a comparison of runs one after another widened the
+    calibration's process priors (:attr:`~rlpace.bench.comparison.Comparison.prior_stretch`;
+    a paired one says it of its pairs in :func:`paired_text`): ``""`` when they were
+    not widened, a warning when its runs spread :data:`BUSY_RATIO` times the pool's or
+    more.
+
+    Example:
+        >>> process_stretch_text(Comparison(rows=(), prior_stretch=(1.0, 30.0)))
+        ''
+        >>> print(process_stretch_text(Comparison(rows=(), prior_stretch=(1.69, 30.0))))
+        This run's processes spread wider than the calibration's A/A runs: each benchmark's process prior was widened 1.3× to match.
+        >>> print(process_stretch_text(Comparison(rows=(), prior_stretch=(9.0, 3.0))))
+        ⚠️ This run's processes spread wider than the calibration's A/A runs: each benchmark's process prior was widened 3.0× to match. The machine was busier than on the calibration's day, so only large changes could be told from noise (see each row's detectable change). Rerun on a quieter machine to see small ones.
+    """
+    stretch = comparison.prior_stretch
+    if comparison.paired or stretch is None or not math.sqrt(stretch[0]) >= 1.05:
+        return ""
+    widened = math.sqrt(stretch[0])
+    text = (
+        "This run's processes spread wider than the calibration's A/A runs: each "
+        f"benchmark's process prior was widened {widened:.1f}× to match."
+    )
+    if widened < BUSY_RATIO:
+        return text
+    return (
+        f"⚠️ {text} The machine was busier than on the calibration's day, so only large "
+        "changes could be told from noise (see each row's detectable change). Rerun on a "
+        "quieter machine to see small ones."
+    )
 
 
 def calibration_warning(note: Mapping[str, Any]) -> str:
