@@ -131,6 +131,7 @@ def main(args: argparse.Namespace) -> int:
         if code != 0:
             print(f"rlpace-bench calibrate: A/A pr run {k} failed (exit {code})", file=sys.stderr)
             return code
+        run.mkdir(parents=True, exist_ok=True)
         for part in ("runs", "counts"):  # the next run writes the cache's afresh
             if (cache / part).is_dir():
                 shutil.move(cache / part, run / part)
