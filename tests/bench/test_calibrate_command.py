@@ -118,3 +118,16 @@ def test_calibrate_refuses_fewer_than_one_run(repo, capsys, runs):
     assert f"--runs: expected the number of A/A pr runs (an integer >= 1), got {runs}" in (
         capsys.readouterr().err
     )
+
+
+def test_calibrate_outside_a_project_with_a_suite_says_what_it_expected(
+    tmp_path, monkeypatch, capsys
+):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    _git(empty, "init", "-q")
+    monkeypatch.chdir(empty)
+    assert cli_main(["calibrate"]) == 2
+    err = capsys.readouterr().err
+    assert "expected a benchmark suite in tests/benchmarks, found none" in err
+    assert [p.name for p in empty.iterdir()] == [".git"]  # nothing written

@@ -94,6 +94,11 @@ def main(args: argparse.Namespace) -> int:
             "fix: e.g. --runs 3"
         )
     repo = repository_root(Path.cwd())
+    if not (repo / "tests" / "benchmarks").is_dir():
+        raise BenchInputError(
+            f"{repo}: expected a benchmark suite in tests/benchmarks, found none. Fix: run "
+            "`rlpace-bench calibrate` in a checkout of the project whose pull requests pr judges"
+        )
     changed = subprocess.run(
         ["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
         capture_output=True,
