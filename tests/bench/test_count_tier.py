@@ -756,6 +756,39 @@ def test_a_clock_flag_of_a_case_timed_once_for_display_is_shown_not_judged():
     assert plain["once"].verdict is Verdict.WORSENED
 
 
+def test_the_calibration_of_runs_one_after_another_is_cited_only_where_it_judged_a_row():
+    """With the count tier on, the counts decide the counted cases (timed once a side)
+    and the duets the timed ones: the sequential calibration judged nothing that
+    stands, so the comment must not cite its false-alarm and detection figures as the
+    run's. A row still judged on its time unpaired (a base whose cases were not split
+    into passes) keeps the citation."""
+    from rlpace.bench.render import render_report
+
+    note = {"source": "reports/calibration/cpu.json", "pool": 32}
+    once = BenchmarkChange("t.py::once", "once", Verdict.UNCHANGED, head_runs=1, base_runs=1)
+    paired = BenchmarkChange(
+        "t.py::waits", "waits", Verdict.UNCHANGED, head_runs=4, base_runs=4, method="paired"
+    )
+    twin = BenchmarkChange(
+        "t.py::once[torchrl]", "once[torchrl]", Verdict.UNCHANGED, impl="torchrl",
+        head_runs=1, base_runs=1,
+    )  # fmt: skip
+    same = CountRun({}, (CaseCount("once", "counted", instructions=1e6),))
+    tier = CountTier(tuple(compare_counts(same, same)), timed_once=True)
+    timing = Comparison(rows=(once, paired, twin), paired=4, calibration=note)
+    joined = apply_count_tier(timing, tier)
+    assert joined.calibration is None
+    text = render_report({"cpu": joined}, title="PR")
+    assert "Calibrated noise" not in text
+    # a declared-out case of an old base, timed once a side and judged unpaired
+    alone = BenchmarkChange("t.py::sac", "sac", Verdict.UNCHANGED, head_runs=1, base_runs=1)
+    kept = apply_count_tier(replace(timing, rows=(*timing.rows, alone)), tier)
+    assert kept.calibration == note
+    assert "Calibrated noise: `reports/calibration/cpu.json` (32 A/A runs)" in render_report(
+        {"cpu": kept}, title="PR"
+    )
+
+
 def test_a_malformed_count_file_is_refused_with_the_fix(tmp_path):
     path = tmp_path / "c.json"
     path.write_text(json.dumps({"format": "rlpace-counts", "version": 0}), "utf-8")

@@ -401,4 +401,22 @@ def apply_count_tier(comparison: Comparison, tier: CountTier) -> Comparison:
                 },
             )
         )
-    return replace(comparison, rows=tuple(rows), count_tier=tier.summary())
+    calibration = comparison.calibration
+    if calibration is not None and not any(_timed_alone(r, tier) for r in rows):
+        # the calibration of runs one after another judged no row whose verdict stands:
+        # the counts decide the counted cases and the duets the timed ones, so the
+        # comment does not cite its false-alarm and detection figures as this run's
+        calibration = None
+    return replace(comparison, rows=tuple(rows), count_tier=tier.summary(), calibration=calibration)
+
+
+def _timed_alone(row: Any, tier: CountTier) -> bool:
+    """Whether a row's verdict stands on its time judged unpaired, as the calibration
+    of runs one after another judges it: runs on both sides, not decided by the counts,
+    not a negative control left unchanged."""
+    from rlpace.bench.comparison import Verdict
+    from rlpace.bench.controls import CONTROL_IMPL
+
+    if row.method == "paired" or min(row.head_runs, row.base_runs) < 1 or tier.decides(row):
+        return False
+    return not (row.impl == CONTROL_IMPL and row.verdict is Verdict.UNCHANGED)
