@@ -261,8 +261,8 @@ def compare_runs(
             pool's (:func:`rlpace.bench.stats.fit_prior_stretch`, over every paired
             benchmark with such a prior; three at least).
         prior_stretch: ``(stretch, d0)`` to stretch ``paired_priors`` (or, unpaired,
-            ``process_priors``) by instead of one fitted here (a confirmation of a few benchmarks has too few to fit
-            one; it borrows the first comparison's
+            ``process_priors``) by instead of one fitted here (a confirmation of a few
+            benchmarks has too few to fit one; it borrows the first comparison's
             :attr:`~rlpace.bench.comparison.Comparison.prior_stretch`).
 
     Returns:
