@@ -762,6 +762,7 @@ def test_the_calibration_of_runs_one_after_another_is_cited_only_where_it_judged
     stands, so the comment must not cite its false-alarm and detection figures as the
     run's. A row still judged on its time unpaired (a base whose cases were not split
     into passes) keeps the citation."""
+    from rlpace.bench.controls import NoiseFloor
     from rlpace.bench.render import render_report
 
     note = {"source": "reports/calibration/cpu.json", "pool": 32}
@@ -780,6 +781,14 @@ def test_the_calibration_of_runs_one_after_another_is_cited_only_where_it_judged
     assert joined.calibration is None
     text = render_report({"cpu": joined}, title="PR")
     assert "Calibrated noise" not in text
+    # the shift floor gates the rows judged pair by pair, whose pairs replace the
+    # calibration: the summary line says so
+    floored = replace(joined, noise_floor=NoiseFloor(controls=8, location_pct=0.5, spread_pct=2.0))
+    assert "for benchmarks judged pair by pair or with calibrated noise;" in render_report(
+        {"cpu": floored}, title="PR"
+    )
+    unpaired = replace(floored, paired=0)
+    assert "for benchmarks with calibrated noise;" in render_report({"cpu": unpaired}, title="PR")
     # a declared-out case of an old base, timed once a side and judged unpaired
     alone = BenchmarkChange("t.py::sac", "sac", Verdict.UNCHANGED, head_runs=1, base_runs=1)
     kept = apply_count_tier(replace(timing, rows=(*timing.rows, alone)), tier)
