@@ -69,6 +69,13 @@ def repo(tmp_path: Path, monkeypatch) -> Path:
 
 @needs_valgrind
 def test_calibrate_makes_count_gates_and_a_duet_pool_from_aa_pr_runs(repo, capsys):
+    # what an earlier calibrate left (more runs than this one makes) and an interrupted
+    # one's duets in the shared cache: neither may be pooled with this calibrate's runs
+    work = repo / "build" / "rlpace-bench" / "calibrate"
+    (work / "run-7" / "runs" / "cpu").mkdir(parents=True)
+    stale = work / "cache" / "runs" / "cpu-extend-9"
+    stale.mkdir(parents=True)
+    (stale / "head-0.json").write_text("{}")
     code = cli_main(["calibrate", "--runs", "2", "--max-time", "0.05"])
     printed = capsys.readouterr().out
     assert code == 0, printed
@@ -83,13 +90,13 @@ def test_calibrate_makes_count_gates_and_a_duet_pool_from_aa_pr_runs(repo, capsy
     assert duets.pairs == 8 and duets.held_out_runs == 2
     assert "held out, each of the 2 A/A pr runs judged as pr judged it" in printed
     assert "check them in:" in printed
-    # each run's raw files kept apart; a second calibrate replaces them
-    work = repo / "build" / "rlpace-bench" / "calibrate"
+    # each run's raw files kept apart, the earlier ones gone
     assert sorted(p.name for p in work.glob("run-*")) == ["run-1", "run-2"]
     for run in ("run-1", "run-2"):
         assert (work / run / "counts" / "head.json").is_file()
         assert (work / run / "runs" / "cpu" / "head-0.json").is_file()
         assert (work / run / "report" / "cpu.json").is_file()
+        assert not (work / run / "runs" / "cpu-extend-9").exists()
 
 
 def test_calibrate_refuses_a_dirty_checkout_before_running_anything(repo, capsys):

@@ -308,6 +308,14 @@ def _budget_text(cut: Mapping[str, Any] | None) -> str:
 BUSY_RATIO = 2.0
 
 
+_BUSIER = (
+    "The machine was busier than on the calibration's day, so only large changes could be "
+    "told from noise (see each row's detectable change). Rerun on a quieter machine to see "
+    "small ones."
+)
+"""What a busy-day warning advises, of pairs and of runs one after another alike."""
+
+
 def _busy_text(spread: Mapping[str, Any] | None) -> str:
     """What the comment says of how widely today's pairs spread against the A/A duets'
     (:func:`rlpace.bench.compare.pair_spread_summary`): a warning on a busy day (with
@@ -346,9 +354,7 @@ def _busy_text(spread: Mapping[str, Any] | None) -> str:
         return (
             f" ⚠️ Today's pairs spread {ratio:.1f}× as wide as in those A/A duets (the "
             f"median over {plural(int(spread['benchmarks']), 'benchmark')}){widened}{alone}: "
-            "the machine was busier than on the calibration's day, so only large changes "
-            "could be told from noise (see each row's detectable change). Rerun on a "
-            "quieter machine to see small ones."
+            f"{_BUSIER[0].lower()}{_BUSIER[1:]}"
         )
     if disowned:
         one = disowned == 1
@@ -433,11 +439,7 @@ def process_stretch_text(comparison: Comparison) -> str:
     )
     if widened < BUSY_RATIO:
         return text
-    return (
-        f"⚠️ {text} The machine was busier than on the calibration's day, so only large "
-        "changes could be told from noise (see each row's detectable change). Rerun on a "
-        "quieter machine to see small ones."
-    )
+    return f"⚠️ {text} {_BUSIER}"
 
 
 def calibration_warning(note: Mapping[str, Any]) -> str:

@@ -73,7 +73,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--work-dir",
         default=None,
-        help="the runs' raw files, run-<k>/ each, replaced on every calibrate "
+        help="the runs' raw files, run-<k>/ each, replaced on every calibrate (with "
+        "what an interrupted one left) "
         "(default build/rlpace-bench/calibrate)",
     )
     add_timing_arguments(parser)
@@ -124,8 +125,10 @@ def main(args: argparse.Namespace) -> int:
     out_dir = _under(repo, args.out_dir)
     cache = work / "cache"  # the base's worktree and interpreter, shared by the runs
     runs = [work / f"run-{k}" for k in range(1, args.runs + 1)]
-    for old in sorted(work.glob("run-*")):
-        shutil.rmtree(old)
+    # an earlier calibrate's runs, and what an interrupted one left in the cache, would
+    # otherwise be pooled with this one's
+    for old in [*sorted(work.glob("run-*")), cache / "runs", cache / "counts"]:
+        shutil.rmtree(old, ignore_errors=True)
     timing = _timing_argv(args)
     for k, run in enumerate(runs, start=1):
         print(f"A/A pr run {k} of {args.runs}", flush=True)
@@ -141,12 +144,12 @@ def main(args: argparse.Namespace) -> int:
             if (cache / part).is_dir():
                 shutil.move(cache / part, run / part)
     counted = [run / "counts" / f"{side}.json" for run in runs for side in ("base", "head")]
-    missing = [str(p) for p in counted if not p.is_file()]
+    missing = [p for p in counted if not p.is_file()]
     if missing:
         print(
             f"rlpace-bench calibrate: expected each A/A pr run's two count files, found "
-            f"none at {missing[0]}: the count tier did not run (its report in "
-            f"{missing[0].rsplit('/counts/', 1)[0]}/report says why)",
+            f"none at {missing[0]}: the count tier did not run (the run's report in "
+            f"{missing[0].parent.parent / 'report'} says why)",
             file=sys.stderr,
         )
         return 3
