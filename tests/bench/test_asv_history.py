@@ -18,6 +18,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from tests.bench.fixtures.git_repo import git
 
 from rlpace.bench.history import detect_step_changes, load_asv_series
 
@@ -92,21 +93,6 @@ def _module(loops: int, note: str) -> str:
     )
 
 
-def _git(repo: Path, *args: str, date: str | None = None) -> str:
-    env = {
-        **os.environ,
-        "GIT_AUTHOR_NAME": "t",
-        "GIT_AUTHOR_EMAIL": "t@example.invalid",
-        "GIT_COMMITTER_NAME": "t",
-        "GIT_COMMITTER_EMAIL": "t@example.invalid",
-    }
-    if date:
-        env["GIT_AUTHOR_DATE"] = env["GIT_COMMITTER_DATE"] = date
-    out = subprocess.run(["git", *args], cwd=repo, env=env, capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr
-    return out.stdout.strip()
-
-
 @pytest.fixture
 def tiny_repo(tmp_path):
     repo = tmp_path / "tiny"
@@ -117,13 +103,13 @@ def tiny_repo(tmp_path):
     (repo / "benchmarks" / "__init__.py").write_text("")
     (repo / "benchmarks" / "bench_tiny.py").write_text(BENCH)
     (repo / ".gitignore").write_text(".asv/\nresults/\nhtml/\n")
-    _git(repo, "init", "-q", "-b", "main")
+    git(repo, "init", "-q", "-b", "main")
     commits = []
     for i, loops in enumerate([1, 1, 30, 30]):
         (repo / "tinypkg" / "__init__.py").write_text(_module(loops, f"commit {i}"))
-        _git(repo, "add", "-A")
-        _git(repo, "commit", "-q", "-m", f"commit {i}", date=f"2026-01-0{i + 1}T12:00:00")
-        commits.append(_git(repo, "rev-parse", "HEAD"))
+        git(repo, "add", "-A")
+        git(repo, "commit", "-q", "-m", f"commit {i}", date=f"2026-01-0{i + 1}T12:00:00")
+        commits.append(git(repo, "rev-parse", "HEAD"))
     return repo, commits
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
+from tests.bench.fixtures.git_repo import git
 
 from rlpace.bench.calibration import DuetCalibration
 from rlpace.bench.cli import main as cli_main
@@ -39,15 +39,6 @@ needs_valgrind = pytest.mark.skipif(
 )
 
 
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-
-
 @pytest.fixture
 def repo(tmp_path: Path, monkeypatch) -> Path:
     """One commit: a case the count tier claims and one that waits (timed as duets)."""
@@ -60,9 +51,9 @@ def repo(tmp_path: Path, monkeypatch) -> Path:
     (root / ".gitignore").write_text("build/\nreports/\n")
     (suite / "conftest.py").write_text(SUITE_PLUGIN.read_text())
     (suite / "test_tiny.py").write_text(CASES)
-    _git(root, "init", "-q")
-    _git(root, "add", "-A")
-    _git(root, "commit", "-qm", "one commit")
+    git(root, "init", "-q")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "one commit")
     monkeypatch.chdir(root)
     return root
 
@@ -132,7 +123,7 @@ def test_calibrate_outside_a_project_with_a_suite_says_what_it_expected(
 ):
     empty = tmp_path / "empty"
     empty.mkdir()
-    _git(empty, "init", "-q")
+    git(empty, "init", "-q")
     monkeypatch.chdir(empty)
     assert cli_main(["calibrate"]) == 2
     err = capsys.readouterr().err

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from tests.bench.fixtures.git_repo import git
 
 from rlpace.bench.base_revision import (
     PipelineError,
@@ -49,16 +50,6 @@ def test_touched():
 """
 
 
-def _git(repo: Path, *args: str) -> str:
-    out = subprocess.run(
-        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return out.stdout.strip()
-
-
 @pytest.fixture
 def tiny_repo(tmp_path: Path) -> Path:
     """base commit: two equal cases; head commit: ``test_touched`` does 100 times the work."""
@@ -78,12 +69,12 @@ def _suite_repo(tmp_path: Path, base_cases: str, head_cases: str, message: str) 
     )
     (suite / "conftest.py").write_text(SUITE_PLUGIN.read_text())
     (suite / "test_tiny.py").write_text(base_cases)
-    _git(repo, "init", "-q")
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-qm", "base")
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "base")
     (suite / "test_tiny.py").write_text(head_cases)
     (repo / "lib" / "tinyprobe.py").write_text("WHO = 'head'\n")
-    _git(repo, "commit", "-qam", message)
+    git(repo, "commit", "-qam", message)
     return repo
 
 
@@ -153,7 +144,7 @@ def test_abba_order_alternates_which_side_goes_first():
 def test_base_worktree_is_cached_per_commit_and_stale_ones_are_removed(tiny_repo, tmp_path):
     cache = tmp_path / "cache"
     sha, tree = checkout_base(tiny_repo, "HEAD~1", cache)
-    assert sha == _git(tiny_repo, "rev-parse", "HEAD~1")
+    assert sha == git(tiny_repo, "rev-parse", "HEAD~1")
     assert (tree / "lib" / "tinyprobe.py").read_text() == "WHO = 'base'\n"
     marker = tree / "untracked-but-ignored"
     assert checkout_base(tiny_repo, "HEAD~1", cache) == (sha, tree)
@@ -161,7 +152,7 @@ def test_base_worktree_is_cached_per_commit_and_stale_ones_are_removed(tiny_repo
     assert checkout_base(tiny_repo, "HEAD~1", cache)[1] == tree and not marker.exists()
     head_sha, head_tree = checkout_base(tiny_repo, "HEAD", cache)
     assert head_tree != tree and not tree.exists()
-    assert str(tree) not in _git(tiny_repo, "worktree", "list")
+    assert str(tree) not in git(tiny_repo, "worktree", "list")
     with pytest.raises(BenchInputError, match="--base nope: expected a git revision"):
         checkout_base(tiny_repo, "nope", cache)
 
@@ -280,15 +271,15 @@ def _checked_in_calibration(repo: Path, touched_spread: float = 1.0, commit: boo
 def _check_in_at_base(repo: Path) -> None:
     """Commit what ``reports/`` holds into the base commit (HEAD~1) and the head: pr
     judges with the base's calibrations, whatever the head's working tree holds."""
-    head = _git(repo, "rev-parse", "HEAD")
-    _git(repo, "stash", "-q", "--include-untracked")
-    _git(repo, "checkout", "-q", "HEAD~1")
-    _git(repo, "stash", "pop", "-q")
-    _git(repo, "add", "reports")
-    _git(repo, "commit", "-qm", "calibration checked in")
-    _git(repo, "cherry-pick", head)
-    _git(repo, "branch", "-f", "main")
-    _git(repo, "checkout", "-q", "main")
+    head = git(repo, "rev-parse", "HEAD")
+    git(repo, "stash", "-q", "--include-untracked")
+    git(repo, "checkout", "-q", "HEAD~1")
+    git(repo, "stash", "pop", "-q")
+    git(repo, "add", "reports")
+    git(repo, "commit", "-qm", "calibration checked in")
+    git(repo, "cherry-pick", head)
+    git(repo, "branch", "-f", "main")
+    git(repo, "checkout", "-q", "main")
 
 
 def test_pr_flags_the_slowed_case_and_only_it(tiny_repo, tmp_path, monkeypatch, capsys):
@@ -311,7 +302,7 @@ def test_pr_flags_the_slowed_case_and_only_it(tiny_repo, tmp_path, monkeypatch, 
     touched = next(r for r in data["rows"] if r["name"] == "test_touched")
     assert touched["median_change_pct"] < -25 and touched["mdc_pct"] is not None
     assert data["pipeline"]["order"] == ["base-0", "head-0", "head-1", "base-1"]
-    assert data["pipeline"]["base_commit"] == _git(tiny_repo, "rev-parse", "HEAD~1")
+    assert data["pipeline"]["base_commit"] == git(tiny_repo, "rev-parse", "HEAD~1")
     assert data["pipeline"]["base_env"] == "overlay"
     assert data["pipeline"]["environment_differences"] == []
     assert list(data["pipeline"]["stage_seconds"]) == ["first_runs", "confirmation"]
