@@ -110,6 +110,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         # any CLI does; point stdout at devnull so the interpreter's final flush is silent
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
+    except OSError as exc:
+        if exc.filename is None:  # not a path's fault: a bug to see whole
+            raise
+        # a path the command could not make, read or write (a full disk, a file where
+        # a folder was expected, no permission): say which, not a traceback
+        print(
+            f"rlpace-bench: error: {exc.filename}: expected a path this command can read "
+            f"or write, got the system's refusal ({exc.strerror or exc}). Fix: choose "
+            "another path, free space or change its permissions, and run the command again",
+            file=sys.stderr,
+        )
+        return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -64,6 +64,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rlpace.bench._atomic import writable_dir
 from rlpace.bench.base_revision import (
     BASE_ENV_MODES,
     BaseCheckout,
@@ -320,6 +321,7 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
         )
     cache = (config.cache_dir or repo / "build" / "rlpace-bench").resolve()
     out_dir = config.out_dir if config.out_dir.is_absolute() else repo / config.out_dir
+    writable_dir(out_dir, "--out-dir")  # before the runs, not after them
     sha, base_tree = checkout_base(repo, config.base, cache)
     if not suite_present(base_tree):
         raise BenchInputError(

@@ -23,6 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from rlpace.bench._atomic import writable_dir
 from rlpace.bench.base_revision import repository_root
 from rlpace.bench.calibration._analysis import analyse_pool
 from rlpace.bench.calibration._config import CalibrationConfig
@@ -69,6 +70,10 @@ def run_calibration(
     repo = repository_root(config.repo)
     if not suite_present(repo):
         raise BenchInputError(f"expected a benchmark suite under {repo}, found none")
+    # the files go there after the whole pool ran: a directory that cannot take them
+    # is said now
+    out_dir = config.out_dir if config.out_dir.is_absolute() else repo / config.out_dir
+    writable_dir(out_dir, "--out-dir")
     settings = config.settings or RunSettings()
     runs_dir = repo / "build" / "rlpace-bench" / "aa" / config.set_name
     runs_dir.mkdir(parents=True, exist_ok=True)
@@ -130,9 +135,7 @@ def run_calibration(
         runs_dir=runs_dir.relative_to(repo).as_posix(),
         created=str(first.get("datetime") or ""),
     )
-    write_calibration(
-        calibration, config.out_dir if config.out_dir.is_absolute() else repo / config.out_dir
-    )
+    write_calibration(calibration, out_dir)
     return calibration
 
 

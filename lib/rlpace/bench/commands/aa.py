@@ -153,6 +153,7 @@ def _duets(args: argparse.Namespace, settings: Any) -> int:
     """``aa --duets N`` / ``--duets-from DIR``: the duet calibration, written and summarised."""
     import statistics
 
+    from rlpace.bench._atomic import writable_dir
     from rlpace.bench.base_revision import repository_root
     from rlpace.bench.calibration import (
         duet_calibration_from_pr_runs,
@@ -184,16 +185,19 @@ def _duets(args: argparse.Namespace, settings: Any) -> int:
     # earlier runs need no repository (a relative --out-dir is then under the cwd)
     repo = Path.cwd() if earlier else repository_root(Path.cwd())
     pr_runs = pr_run_duets([Path(d) for d in args.pr_runs], args.set_name) if args.pr_runs else []
+    if args.duets is not None and args.duets < 3:
+        raise BenchInputError(
+            f"--duets: expected three or more A/A duets, got {args.duets}; fix: e.g. "
+            "--duets 16 (about a minute each on 2 cores)"
+        )
+    out_dir = Path(args.out_dir)
+    # made and checked before the duets: the pool's file goes there after them
+    out_dir = writable_dir(out_dir if out_dir.is_absolute() else repo / out_dir, "--out-dir")
     if pr_runs:
         runs_dirs = []
     elif args.duets_from is not None:
         runs_dirs = [Path(d) for d in args.duets_from]
     else:
-        if args.duets < 3:
-            raise BenchInputError(
-                f"--duets: expected three or more A/A duets, got {args.duets}; fix: e.g. "
-                "--duets 16 (about a minute each on 2 cores)"
-            )
         runs_dir = repo / "build" / "rlpace-bench" / "aa" / f"{args.set_name}-duets"
         python = Path(sys.executable)
         # this tree's lib first on both sides, the suite told to run the cases `pr`
@@ -280,8 +284,6 @@ def _duets(args: argparse.Namespace, settings: Any) -> int:
         calibration = duet_calibration_from_runs(
             heads, bases, judge_split=judge_split, seed=args.seed, **common
         )
-    out_dir = Path(args.out_dir)
-    out_dir = out_dir if out_dir.is_absolute() else repo / out_dir
     out_dir.mkdir(parents=True, exist_ok=True)
     path = duet_calibration_path(out_dir, args.set_name)
     tmp = path.with_suffix(".json.tmp")

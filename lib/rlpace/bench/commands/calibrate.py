@@ -85,6 +85,7 @@ def main(args: argparse.Namespace) -> int:
 
     0 on success; 3 when the count tier cannot run here (nothing is run then).
     """
+    from rlpace.bench._atomic import writable_dir
     from rlpace.bench.base_revision import repository_root
     from rlpace.bench.commands import aa, count, pr
     from rlpace.bench.counts.toolchain import CountUnavailable, find_toolchain
@@ -112,6 +113,11 @@ def main(args: argparse.Namespace) -> int:
             f"{len(changed)} changed file(s), e.g. {changed[0].strip()!r}: they would be "
             "pooled as noise. Fix: commit or stash them, or calibrate from a fresh clone"
         )
+    work = _under(repo, args.work_dir or Path("build") / "rlpace-bench" / "calibrate")
+    out_dir = _under(repo, args.out_dir)
+    # both before the runs: their files go there after an hour of them
+    writable_dir(out_dir, "--out-dir")
+    writable_dir(work, "--work-dir")
     try:
         find_toolchain()
     except CountUnavailable as exc:
@@ -121,8 +127,6 @@ def main(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 3
-    work = _under(repo, args.work_dir or Path("build") / "rlpace-bench" / "calibrate")
-    out_dir = _under(repo, args.out_dir)
     cache = work / "cache"  # the base's worktree and interpreter, shared by the runs
     runs = [work / f"run-{k}" for k in range(1, args.runs + 1)]
     # an earlier calibrate's runs, and what an interrupted one left in the cache, would

@@ -117,6 +117,7 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _run(root: Path, output: Path, select: list[str], calls: int, timeout: float) -> int:
+    from rlpace.bench._atomic import writable_dir
     from rlpace.bench.counts.session import CountSettings, count_tree
     from rlpace.bench.counts.toolchain import CountUnavailable
 
@@ -129,6 +130,10 @@ def _run(root: Path, output: Path, select: list[str], calls: int, timeout: float
             f"--root {root}: expected a tree with tests/benchmarks, found none; "
             "fix: run from the repository root or pass --root"
         )
+    # the file is written after minutes of counting: its folder is checked first
+    writable_dir(
+        output.parent, "--output's folder", "give --output a file in a folder you can write to"
+    )
     try:
         run = count_tree(
             root,
