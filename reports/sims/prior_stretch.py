@@ -3,7 +3,7 @@ or stretched by the day (`rlpace.bench.stats.fit_prior_stretch`), as in
 `reports/README.md`, twenty-fourth session.
 
 Each run: 30 rows with the checked-in pool's pair spreads (2026-12-05), their priors
-estimated from 12 pairs, today's 4 pairs from a day ``day`` times as spread (times a
+estimated from 12 pairs, today's 4 pairs (``--pairs``) from a day ``day`` times as spread (times a
 log-normal of σ ``uneven`` per row; ``day`` multiplies the spreads), normal log ratios; a row is flagged when its
 moderated paired t is significant at 0.05 / 30 and its change beats a 5 % control floor;
 a flag is confirmed on 4 fresh pairs at 0.05, the same way, beyond the 2 % threshold.
@@ -11,6 +11,7 @@ The paired test is :func:`rlpace.bench.stats.paired_run_test`'s, vectorised.
 
 Example:
     $ .venv/bin/python reports/sims/prior_stretch.py --runs 2000   # about a minute
+    $ .venv/bin/python reports/sims/prior_stretch.py --pairs 2     # were the planned pairs cut
 """
 
 from __future__ import annotations
@@ -43,19 +44,20 @@ def paired(d, prior_var, d0, level):
     return mean, p, mdc
 
 
-def simulate(day, uneven, stretch, runs, rng):
-    """(first-stage rate, confirmed rate, median detectable change) over ``runs``."""
+def simulate(day, uneven, stretch, runs, rng, pairs=PAIRS):
+    """(first-stage rate, confirmed rate, median detectable change) over ``runs`` of
+    ``pairs`` pairs a row (a confirmation: 4 fresh pairs)."""
     m = POOL_SPREADS.size
     first = confirmed = 0
     mdcs = []
     for _ in range(runs):
         prior = POOL_SPREADS**2 * rng.chisquare(POOL_DF, m) / POOL_DF
         sd = POOL_SPREADS * day * np.exp(rng.normal(0, uneven, m))
-        d = rng.normal(0, 1, (m, PAIRS)) * sd[:, None]
+        d = rng.normal(0, 1, (m, pairs)) * sd[:, None]
         fit = None
         if stretch:
             fit = fit_prior_stretch(
-                d.var(-1, ddof=1), [PAIRS - 1] * m, [(v, POOL_DF) for v in prior]
+                d.var(-1, ddof=1), [pairs - 1] * m, [(v, POOL_DF) for v in prior]
             )
         factor, d0 = fit if fit is not None else (1.0, POOL_DF)
         d0 = min(d0, POOL_DF)
@@ -76,6 +78,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=2)
+    parser.add_argument("--pairs", type=int, default=PAIRS, help="a row's pairs in a run")
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
     print("| day's spread / pool's | uneven σ | rule | first stage | confirmed | median MDC |")
@@ -83,7 +86,7 @@ def main() -> None:
     for uneven in (0.0, 0.4):
         for day in (1.0, 2.0, 4.0):
             for stretch in (False, True):
-                a, b, c = simulate(day, uneven, stretch, args.runs, rng)
+                a, b, c = simulate(day, uneven, stretch, args.runs, rng, args.pairs)
                 rule = "stretched" if stretch else "as lent"
                 print(f"| {day:g}× | {uneven} | {rule} | {a:.1%} | {b:.2%} | {c:.1f} % |")
 
