@@ -66,12 +66,21 @@ def test_an_out_dir_that_is_a_file_fails_before_anything_runs(repo, capsys, argv
     assert target.read_text() == "not a folder\n"
 
 
-def test_count_run_checks_its_output_folder_before_counting(repo, capsys):
+@pytest.mark.parametrize("command", [["count", "run"], ["run"]], ids=["count-run", "run"])
+def test_a_result_file_under_a_file_is_refused_before_the_suite_runs(repo, capsys, command):
     output = repo.parent / "a-file" / "head.json"
-    assert cli_main(["count", "run", "--output", str(output)]) == 2
+    assert cli_main([*command, "--output", str(output)]) == 2
     err = capsys.readouterr().err
     assert f"--output's folder {output.parent}: expected a directory" in err
     assert "Fix: give --output a file in a folder you can write to" in err
+    assert _written(repo) == []
+
+
+def test_pr_checks_its_cache_dir_before_the_base_checkout(repo, capsys):
+    cache = repo.parent / "a-file" / "cache"
+    assert cli_main(["pr", "--base", "HEAD", "--cache-dir", str(cache)]) == 2
+    err = capsys.readouterr().err
+    assert f"--cache-dir {cache}: expected a directory rlpace-bench can write to" in err
     assert _written(repo) == []
 
 

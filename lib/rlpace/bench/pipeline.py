@@ -322,6 +322,7 @@ def run_pr(config: PipelineConfig, *, progress: ProgressSink | None = None) -> l
     cache = (config.cache_dir or repo / "build" / "rlpace-bench").resolve()
     out_dir = config.out_dir if config.out_dir.is_absolute() else repo / config.out_dir
     writable_dir(out_dir, "--out-dir")  # before the runs, not after them
+    writable_dir(cache, "--cache-dir")
     sha, base_tree = checkout_base(repo, config.base, cache)
     if not suite_present(base_tree):
         raise BenchInputError(

@@ -516,7 +516,9 @@ def load_json_file(path: Path, expected: str, fix: str) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise BenchInputError(f"{path}: expected JSON, got a parse error: {exc}") from None
+        raise BenchInputError(
+            f"{path}: expected {expected} (JSON), got a parse error: {exc}. Fix: {fix}"
+        ) from None
 
 
 ENVIRONMENT_KEYS = ("cpu", "cpu_count", "python", "torch", "wall_rounds")

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
+from rlpace.bench._atomic import writable_dir
 from rlpace.bench.errors import BenchInputError
 from rlpace.bench.runner import RunSettings, run
 
@@ -89,9 +91,13 @@ def main(args: argparse.Namespace) -> int:
         )
     except ValueError as exc:
         raise BenchInputError(str(exc)) from exc
+    output = Path(args.output or f"reports/bench/{args.set}.json")
+    writable_dir(
+        output.parent, "--output's folder", "give --output a file in a folder you can write to"
+    )
     outcome = run(
         set_name=args.set,
-        output=args.output or f"reports/bench/{args.set}.json",
+        output=output,
         keyword=args.keyword,
         settings=settings,
         root=args.root,
