@@ -193,6 +193,19 @@ def test_missing_file():
         load_results("nope.json")
 
 
+def test_a_file_that_is_not_utf8_says_what_was_expected_and_the_fix(tmp_path):
+    # a UTF-16 copy (what some Windows tools write on redirect) of a real result file
+    path = tmp_path / "utf16.json"
+    path.write_bytes('{"benchmarks": []}'.encode("utf-16"))
+    with pytest.raises(BenchInputError) as err:
+        load_results(path)
+    assert str(err.value) == (
+        f"{path}: expected a pytest-benchmark JSON or asv result file (UTF-8 text), got "
+        "bytes that are not UTF-8 (invalid start byte at byte 0); fix: pass the JSON file "
+        "the benchmark run wrote, not a binary or re-encoded copy"
+    )
+
+
 def test_merge_runs_concatenates_samples_and_recomputes(pb_base, pb_head):
     a, b = load_results(pb_base), load_results(pb_head)
     merged = merge_runs([a, b]).set_index("fullname")

@@ -171,7 +171,10 @@ def _read_json(path: Path, source: str) -> dict[str, Any]:
             f"{source}: no such file; expected a pytest-benchmark JSON or asv result file"
         ) from None
     except OSError as exc:
-        raise BenchInputError(f"{source}: cannot read the file ({exc.strerror})") from None
+        raise BenchInputError(
+            f"{source}: expected a result file this user can read, got the system's refusal "
+            f"({exc.strerror}); fix: check the path and its permissions"
+        ) from None
     if stat.S_ISDIR(info.st_mode):
         raise BenchInputError(
             f"{source}: is a directory; expected a result file (pass the JSON file itself, "
@@ -190,8 +193,17 @@ def _read_json(path: Path, source: str) -> dict[str, Any]:
         )
     try:
         text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BenchInputError(f"{source}: cannot read the file ({exc})") from None
+    except UnicodeDecodeError as exc:
+        raise BenchInputError(
+            f"{source}: expected a pytest-benchmark JSON or asv result file (UTF-8 text), got "
+            f"bytes that are not UTF-8 ({exc.reason} at byte {exc.start}); fix: pass the "
+            "JSON file the benchmark run wrote, not a binary or re-encoded copy"
+        ) from None
+    except OSError as exc:
+        raise BenchInputError(
+            f"{source}: expected a result file this user can read, got the system's refusal "
+            f"({exc.strerror}); fix: check the path and its permissions"
+        ) from None
     if not text.strip():
         raise BenchInputError(
             f"{source}: the file is empty; expected a pytest-benchmark JSON or asv result "
