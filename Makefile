@@ -26,7 +26,7 @@ lint: $(STAMP)
 
 ## The tests: lint, then every unit test; benchmark bodies run once each as smoke tests.
 test: lint
-	$(PY) -m pytest tests lib --doctest-modules --benchmark-disable -p no:cacheprovider
+	$(PY) -m pytest tests lib --doctest-modules --benchmark-disable -p no:cacheprovider --durations=10
 
 ## The main job: this working tree against $(BASE), CPU set, report under reports/pr/.
 bench: $(STAMP)
