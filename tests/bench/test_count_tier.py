@@ -756,6 +756,85 @@ def test_a_clock_flag_of_a_case_timed_once_for_display_is_shown_not_judged():
     assert plain["once"].verdict is Verdict.WORSENED
 
 
+def test_a_case_with_both_counts_reads_the_clocks_own_verdict_not_the_work_counts():
+    """A real change (a finite-action check in Rollout, 2026-12-07) flagged
+    collector_startup[single] by its work counts and its instructions while its time
+    read 1.5x faster; the comment said "count and time regression", because the count
+    tier read the verdict the work counts had already set as the clock's."""
+    from rlpace.bench.comparison_record import record_from_dict
+    from rlpace.bench.render import COUNTS_MARK, render_report
+    from rlpace.bench.results import results_from_records
+    from rlpace.bench.work_counts.join import apply_work_counts
+
+    def work(ops):
+        return {"work_counts": {"calls": 4, "kernels": [0] * 4, "syncs": [0] * 4,
+                                "copies": [0] * 4, "ops": [ops] * 4}}  # fmt: skip
+
+    names = ("faster", "slower", "steady", "work-only")
+    base = results_from_records(
+        [{"fullname": f"t.py::{n}", "data": [1.0], "extra_info": work(100)} for n in names]
+    )
+    head = results_from_records(
+        [{"fullname": f"t.py::{n}", "data": [1.0],
+          "extra_info": work(100 if n == "steady" else 112)} for n in names]
+    )  # fmt: skip
+    clock = {"faster": (Verdict.IMPROVED, 50.7), "slower": (Verdict.WORSENED, -9.0),
+             "steady": (Verdict.UNCHANGED, 0.4), "work-only": (Verdict.UNCHANGED, -0.2)}  # fmt: skip
+    timing = Comparison(
+        rows=tuple(
+            BenchmarkChange(f"t.py::{n}", n, v, median_change_pct=pct)
+            for n, (v, pct) in clock.items()
+        )
+    )
+    worked = apply_work_counts(timing, head, base)
+    by_work = {r.name: r for r in worked.rows}
+    assert by_work["faster"].verdict is Verdict.WORSENED  # the work counts decided
+    assert by_work["faster"].clock_verdict is Verdict.IMPROVED
+    assert by_work["steady"].time_verdict is None  # nothing replaced: verdict is the clock's
+
+    def counted(n, instructions):
+        return CaseCount(n, "counted", instructions=instructions, cycles=2e6)
+
+    base_counts = CountRun({}, tuple(counted(n, 1e6) for n in names))
+    head_counts = CountRun(
+        {}, tuple(counted(n, 1e6 if n == "work-only" else 1.04e6) for n in names)
+    )
+    tier = CountTier(changes=tuple(compare_counts(head_counts, base_counts)))
+    joined = apply_count_tier(worked, tier)
+    rows = {r.name: r for r in joined.rows}
+    assert rows["faster"].verdict is Verdict.WORSENED
+    assert rows["faster"].count_note == (
+        "count regression, though the clock says faster (time -50.7%)"
+    )
+    assert rows["faster"].counts_decided and rows["faster"].time_verdict == "improved"
+    assert rows["slower"].count_note == "count and time regression"
+    assert not rows["slower"].counts_decided
+    assert rows["steady"].count_note == (
+        "count regression; time did not move enough to flag (time -0.4%)"
+    )
+    assert rows["steady"].time_verdict == "unchanged" and rows["steady"].counts_decided
+    assert rows["work-only"].verdict is Verdict.WORSENED
+    assert rows["work-only"].count_note == "instructions did not move; its work counts decided"
+    # the record keeps what the clock said, and reads it back
+    data = json.loads(json.dumps(joined.to_dict()))
+    data["pipeline"] = {"set": "cpu"}
+    again = record_from_dict(data, source="cpu.json").comparison
+    assert {r.name: r.time_verdict for r in again.rows} == {
+        "faster": "improved",
+        "slower": "worsened",
+        "steady": "unchanged",
+        "work-only": "unchanged",
+    }
+    data["rows"][0]["time_verdict"] = "faster"  # the trusted job refuses what it cannot mean
+    with pytest.raises(BenchInputError, match=r"time_verdict"):
+        record_from_dict(data, source="cpu.json")
+    # the comment marks the time of the rows the counts flagged, and says why
+    text = render_report({"cpu": joined}, title="PR")
+    assert f"+50.7% (1.51× faster) {COUNTS_MARK}" in text
+    assert f"-9.0% (1.10× slower) {COUNTS_MARK}" not in text and "-9.0% (1.10× slower) |" in text
+    assert f"_{COUNTS_MARK} Flagged by its instruction or work counts" in text
+
+
 def test_the_calibration_of_runs_one_after_another_is_cited_only_where_it_judged_a_row():
     """With the count tier on, the counts decide the counted cases (timed once a side)
     and the duets the timed ones: the sequential calibration judged nothing that

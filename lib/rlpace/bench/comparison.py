@@ -177,6 +177,32 @@ class BenchmarkChange:
     and CUDA runtime calls whose count per call moved most (None: none kept)."""
     work_note: str | None = None
     """How the work counts and the time agree, or why the case was not measured."""
+    time_verdict: str | None = None
+    """What the clock alone said (a :class:`Verdict` value) where a count layer's
+    verdict (the work counts', the count tier's) replaced it in ``verdict``; None where
+    ``verdict`` is still the clock's (:attr:`clock_verdict` reads either)."""
+
+    @property
+    def clock_verdict(self) -> Verdict:
+        """What the clock alone said: :attr:`time_verdict` where a count layer kept it,
+        else :attr:`verdict`.
+
+        Example:
+            >>> row = BenchmarkChange("a", "a", Verdict.WORSENED, time_verdict="improved")
+            >>> row.verdict.value, row.clock_verdict.value
+            ('worsened', 'improved')
+        """
+        return Verdict(self.time_verdict) if self.time_verdict else self.verdict
+
+    @property
+    def counts_decided(self) -> bool:
+        """Whether a count layer's verdict, not the clock's, stands in :attr:`verdict`.
+
+        Example:
+            >>> BenchmarkChange("a", "a", Verdict.WORSENED, time_verdict="improved").counts_decided
+            True
+        """
+        return self.clock_verdict is not self.verdict
 
     @property
     def has_base(self) -> bool:

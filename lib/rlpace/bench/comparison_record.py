@@ -193,6 +193,7 @@ _ROW = {
             "items": {"type": "string", "pattern": "^[a-z][a-z_]{0,31}$"},
         },
         "work_note": _text(500, null=True),
+        "time_verdict": {"enum": [*(v.value for v in Verdict), None]},
     },
     "additionalProperties": _SCALAR,
 }

@@ -78,6 +78,8 @@ DEFAULT_TITLE = "Benchmark results"
 SET_TITLES = {"cpu": "CPU", "gpu": "GPU"}
 
 _TEMPLATES = Path(__file__).parent / "templates"
+COUNTS_MARK = "†"
+"""Marks the change in time of a row whose counts, not its time, flagged it."""
 
 
 # ------------------------------------------------------------------------- cells
@@ -104,7 +106,8 @@ def _change(row: BenchmarkChange) -> str:
         return pct
     word = "faster" if speed >= 1 else "slower"
     times = speed if speed >= 1 else 1 / speed
-    return f"{pct} ({times:.2f}× {word})"
+    # a row its counts flagged: this is its time, which did not decide (see COUNTS_MARK)
+    return f"{pct} ({times:.2f}× {word})" + (f" {COUNTS_MARK}" if row.counts_decided else "")
 
 
 def _interval(row: BenchmarkChange) -> str:
@@ -187,6 +190,7 @@ def _environment():
     )
     # what the count tier charges a call into each priced family, for the comment's notes
     env.globals["call_prices"] = {f.name: f"{f.price:g}" for f in FAMILIES}
+    env.globals["counts_mark"] = COUNTS_MARK
     return env
 
 

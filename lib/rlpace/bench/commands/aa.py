@@ -191,7 +191,7 @@ def _duets(args: argparse.Namespace, settings: Any) -> int:
             "--duets 16 (about a minute each on 2 cores)"
         )
     out_dir = Path(args.out_dir)
-    # made and checked before the duets: the pool's file goes there after them
+    # checked before the duets: the pool's file goes there after them
     out_dir = writable_dir(out_dir if out_dir.is_absolute() else repo / out_dir, "--out-dir")
     if pr_runs:
         runs_dirs = []

@@ -351,22 +351,32 @@ def apply_count_tier(comparison: Comparison, tier: CountTier) -> Comparison:
             rows.append(row)
             continue
         verdict, note = row.verdict, change.reason or None
+        # the clock's own verdict: the work counts may already have replaced `verdict`
+        clock, decided = row.clock_verdict, False
         slower = -row.median_change_pct  # timing: positive = faster
         timed = f"time {slower:+.1f}%" if slower == slower else "time not measured"
         if change.verdict == "regression":
-            verdict = Verdict.WORSENED
+            verdict, decided = Verdict.WORSENED, True
             note = (
                 "count and time regression"
-                if row.verdict is Verdict.WORSENED
+                if clock is Verdict.WORSENED
+                else f"count regression, though the clock says faster ({timed})"
+                if clock is Verdict.IMPROVED
                 else f"count regression; time did not move enough to flag ({timed})"
             )
         elif change.verdict == "improvement" and row.verdict is not Verdict.WORSENED:
-            verdict = Verdict.IMPROVED
+            verdict, decided = Verdict.IMPROVED, True
             note = "count improvement" + (
-                "" if row.verdict is Verdict.IMPROVED else f"; time did not move ({timed})"
+                "" if clock is Verdict.IMPROVED else f"; time did not move ({timed})"
             )
         elif change.verdict == "improvement":
-            note = "count improvement, but the clock says slower: look outside the computation"
+            note = (
+                "count improvement, but the clock says slower: look outside the computation"
+                if clock is Verdict.WORSENED
+                else "count improvement, but more work launched (its work counts)"
+            )
+        elif change.verdict == "same" and clock is not row.verdict:
+            note = "instructions did not move; its work counts decided"
         elif change.verdict == "same" and row.verdict in (Verdict.WORSENED, Verdict.IMPROVED):
             if tier.decides(row):
                 verdict = Verdict.UNCHANGED
@@ -390,6 +400,7 @@ def apply_count_tier(comparison: Comparison, tier: CountTier) -> Comparison:
                 count_gate_pct=_pct(change.gate),
                 count_detect_pct=_pct(change.detectable),
                 count_note=note,
+                time_verdict=clock.value if decided else row.time_verdict,
                 count_causes=None
                 if cause is None
                 else {

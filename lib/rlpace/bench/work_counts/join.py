@@ -68,23 +68,24 @@ def apply_work_counts(comparison: Comparison, head: pd.DataFrame, base: pd.DataF
             rows.append(row)
             continue
         change = compare_work_counts(row.name, heads.get(row.fullname), bases.get(row.fullname))
-        verdict, note = row.verdict, change.reason or None
+        verdict, note, clock = row.verdict, change.reason or None, row.clock_verdict
+        decided = False  # whether the counts' verdict replaces the clock's
         slower = -row.median_change_pct
         timed = f"time {slower:+.1f}%" if slower == slower else "time not measured"
         what = change.summary()
         if change.verdict == "regression":
-            verdict = Verdict.WORSENED
+            verdict, decided = Verdict.WORSENED, True
             note = (
                 f"work-count and time regression ({what})"
-                if row.verdict is Verdict.WORSENED
+                if clock is Verdict.WORSENED
                 else f"work-count regression ({what}), though the clock says faster ({timed})"
-                if row.verdict is Verdict.IMPROVED
+                if clock is Verdict.IMPROVED
                 else f"work-count regression ({what}); time did not move enough to flag ({timed})"
             )
         elif change.verdict == "improvement" and row.verdict is not Verdict.WORSENED:
-            verdict = Verdict.IMPROVED
+            verdict, decided = Verdict.IMPROVED, True
             note = f"less work launched ({what})" + (
-                "" if row.verdict is Verdict.IMPROVED else f"; time did not move ({timed})"
+                "" if clock is Verdict.IMPROVED else f"; time did not move ({timed})"
             )
         elif change.verdict == "improvement":
             note = (
@@ -93,7 +94,7 @@ def apply_work_counts(comparison: Comparison, head: pd.DataFrame, base: pd.DataF
             )
         elif change.verdict == "mixed":
             note = f"work counts moved both ways ({what}): the clock decides"
-        elif change.verdict == "same" and row.verdict in (Verdict.WORSENED, Verdict.IMPROVED):
+        elif change.verdict == "same" and clock in (Verdict.WORSENED, Verdict.IMPROVED):
             note = (
                 "the counted work did not move: the kernels, how long the code takes, "
                 "other threads or processes, or the machine changed"
@@ -108,6 +109,8 @@ def apply_work_counts(comparison: Comparison, head: pd.DataFrame, base: pd.DataF
                 work_moved=change.moved,
                 work_names=change.names or None,
                 work_note=note,
+                # a confirmation may still change the clock's verdict where it stands
+                time_verdict=clock.value if decided else row.time_verdict,
             )
         )
     return replace(comparison, rows=tuple(rows))
