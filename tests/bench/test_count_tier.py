@@ -9,6 +9,7 @@ head once), about 10-20 s on two cores.
 from __future__ import annotations
 
 import ast
+import importlib.util
 import json
 import os
 import re
@@ -333,6 +334,22 @@ def test_the_wait_guard_reads_computing_calls_as_busy_on_an_overloaded_machine()
     assert readings["busy"] == [1.0] * 60
     assert all(r is None or r < 0.25 for r in readings["slept"]), readings["slept"]
     assert any(r is not None for r in readings["slept"]), readings["slept"]
+
+
+def test_why_names_a_builtin_alike_in_base_and_head_whatever_its_address():
+    """A real change's "Why did it regress?" listed `<built-in method __new__ of type
+    object at 0x7f8ed025ea00>` at 0 calls in base and 514 in head: the type's address
+    differs between the two processes, so one function read as two."""
+    path = Path(rlpace.bench.counts.__file__).with_name("_child.py")
+    spec = importlib.util.spec_from_file_location("count_child_names", path)
+    child = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(child)
+    names = [
+        child._function_key("~", f"<built-in method __new__ of type object at {a}>", [])
+        for a in ("0x7f8ed025ea00", "0x7fdb0385EA00")
+    ]
+    assert names == ["~:<built-in method __new__ of type object>"] * 2
+    assert child._function_key("/t/lib/rlpace/a.py", "f", ["/t/lib"]) == "rlpace/a.py:f"
 
 
 @needs_valgrind

@@ -152,12 +152,17 @@ def _load_cases(suite_dir: Path) -> list:
 
 
 def _function_key(filename: str, func: str, roots: list[str]) -> str:
-    """``relative/path.py:function``, the path made relative to the first root it is in."""
+    """``relative/path.py:function``, the path made relative to the first root it is in;
+    a builtin's object address (``... of type object at 0x7f...``) dropped, since it
+    differs between base's process and head's."""
     for root in roots:
         if filename.startswith(root):
             filename = filename[len(root) :].lstrip("/")
             break
-    return f"{filename}:{func}"
+    return f"{filename}:{_ADDRESS.sub('', func)}"
+
+
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
 
 def _top(values: dict[str, int], limit: int) -> dict[str, int]:
