@@ -771,6 +771,18 @@ def test_a_clock_flag_of_a_case_timed_once_for_display_is_shown_not_judged():
     # without the pass that timed them once, the clock's flag stands as before
     plain = {r.name: r for r in apply_count_tier(timing, CountTier(changes)).rows}
     assert plain["once"].verdict is Verdict.WORSENED
+    # a count regression of a case timed once: its time is not read as a verdict either
+    # (a real change's comment said "time did not move enough to flag (time -42.6%)")
+    faster = replace(timing, rows=(replace(timing.rows[0], verdict=Verdict.IMPROVED,
+                                           median_change_pct=42.6),))  # fmt: skip
+    more = CountRun({}, (CaseCount("once", "counted", instructions=1.03e6),))
+    moved = tuple(compare_counts(more, same))
+    (row,) = apply_count_tier(faster, CountTier(moved, timed_once=True)).rows
+    assert row.verdict is Verdict.WORSENED and row.time_verdict == "improved"
+    assert row.count_note == (
+        "count regression; its time, taken once a side for display, is shown, not judged "
+        "(time -42.6%)"
+    )
 
 
 def test_a_case_with_both_counts_reads_the_clocks_own_verdict_not_the_work_counts():

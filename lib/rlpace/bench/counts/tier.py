@@ -355,10 +355,14 @@ def apply_count_tier(comparison: Comparison, tier: CountTier) -> Comparison:
         clock, decided = row.clock_verdict, False
         slower = -row.median_change_pct  # timing: positive = faster
         timed = f"time {slower:+.1f}%" if slower == slower else "time not measured"
+        # a case timed once a side for display: its clock is shown, never read as a verdict
+        shown = f"its time, taken once a side for display, is shown, not judged ({timed})"
         if change.verdict == "regression":
             verdict, decided = Verdict.WORSENED, True
             note = (
-                "count and time regression"
+                f"count regression; {shown}"
+                if tier.decides(row)
+                else "count and time regression"
                 if clock is Verdict.WORSENED
                 else f"count regression, though the clock says faster ({timed})"
                 if clock is Verdict.IMPROVED
@@ -366,8 +370,12 @@ def apply_count_tier(comparison: Comparison, tier: CountTier) -> Comparison:
             )
         elif change.verdict == "improvement" and row.verdict is not Verdict.WORSENED:
             verdict, decided = Verdict.IMPROVED, True
-            note = "count improvement" + (
-                "" if clock is Verdict.IMPROVED else f"; time did not move ({timed})"
+            note = (
+                f"count improvement; {shown}"
+                if tier.decides(row)
+                else "count improvement"
+                if clock is Verdict.IMPROVED
+                else f"count improvement; time did not move ({timed})"
             )
         elif change.verdict == "improvement":
             note = (
