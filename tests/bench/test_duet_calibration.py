@@ -224,7 +224,11 @@ def test_bad_duet_calibrations_and_options_are_refused_with_a_fix(tmp_path, caps
     with pytest.raises(BenchInputError, match="broken field"):
         read_duet_calibration(tmp_path / "broken.json")
     (tmp_path / "text.json").write_text("not json")
-    with pytest.raises(BenchInputError, match="expected JSON"):
+    with pytest.raises(
+        BenchInputError,
+        match=r"expected a duet calibration from `rlpace-bench aa --duets` \(JSON\), got a "
+        r"parse error: .* Fix: run `rlpace-bench aa --duets 16`, or drop --duets",
+    ):
         read_duet_calibration(tmp_path / "text.json")
     # the CLI: exit 2 and the reason, never a traceback
     heads, bases = _write_duets(tmp_path / "pr", np.random.default_rng(1), QUIET, 2)
