@@ -2,6 +2,7 @@
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -191,6 +192,20 @@ def test_malformed_files_raise_one_clear_error(write_json, doc, expected):
 def test_missing_file():
     with pytest.raises(BenchInputError, match="nope.json: no such file"):
         load_results("nope.json")
+
+
+def test_a_file_this_user_may_not_read_says_so_with_the_fix(pb_base, monkeypatch):
+    # root reads any file, so the refusal is the system's answer played back
+    def refuse(self, *args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "read_text", refuse)
+    with pytest.raises(BenchInputError) as err:
+        load_results(pb_base)
+    assert str(err.value) == (
+        f"{pb_base}: expected a result file this user can read, got the system's refusal "
+        "(Permission denied); fix: check the path and its permissions"
+    )
 
 
 def test_a_file_that_is_not_utf8_says_what_was_expected_and_the_fix(tmp_path):

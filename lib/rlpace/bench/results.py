@@ -161,6 +161,14 @@ def load_results(path: str | os.PathLike[str]) -> pd.DataFrame:
     return df
 
 
+def _refused(source: str, exc: OSError) -> BenchInputError:
+    """The error for a result file the system would not let this user read."""
+    return BenchInputError(
+        f"{source}: expected a result file this user can read, got the system's refusal "
+        f"({exc.strerror}); fix: check the path and its permissions"
+    )
+
+
 def _read_json(path: Path, source: str) -> dict[str, Any]:
     """The file's top-level JSON object, refusing anything that is not a regular file
     (a FIFO would block forever) or larger than :data:`MAX_RESULT_BYTES`."""
@@ -171,10 +179,7 @@ def _read_json(path: Path, source: str) -> dict[str, Any]:
             f"{source}: no such file; expected a pytest-benchmark JSON or asv result file"
         ) from None
     except OSError as exc:
-        raise BenchInputError(
-            f"{source}: expected a result file this user can read, got the system's refusal "
-            f"({exc.strerror}); fix: check the path and its permissions"
-        ) from None
+        raise _refused(source, exc) from None
     if stat.S_ISDIR(info.st_mode):
         raise BenchInputError(
             f"{source}: is a directory; expected a result file (pass the JSON file itself, "
@@ -200,10 +205,7 @@ def _read_json(path: Path, source: str) -> dict[str, Any]:
             "JSON file the benchmark run wrote, not a binary or re-encoded copy"
         ) from None
     except OSError as exc:
-        raise BenchInputError(
-            f"{source}: expected a result file this user can read, got the system's refusal "
-            f"({exc.strerror}); fix: check the path and its permissions"
-        ) from None
+        raise _refused(source, exc) from None
     if not text.strip():
         raise BenchInputError(
             f"{source}: the file is empty; expected a pytest-benchmark JSON or asv result "
