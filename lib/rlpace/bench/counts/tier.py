@@ -356,27 +356,17 @@ def apply_count_tier(comparison: Comparison, tier: CountTier) -> Comparison:
         slower = -row.median_change_pct  # timing: positive = faster
         timed = f"time {slower:+.1f}%" if slower == slower else "time not measured"
         # a case timed once a side for display: its clock is shown, never read as a verdict
-        shown = f"its time, taken once a side for display, is shown, not judged ({timed})"
+        shown = (
+            f"its time, taken once a side for display, is shown, not judged ({timed})"
+            if tier.decides(row)
+            else None
+        )
         if change.verdict == "regression":
             verdict, decided = Verdict.WORSENED, True
-            note = (
-                f"count regression; {shown}"
-                if tier.decides(row)
-                else "count and time regression"
-                if clock is Verdict.WORSENED
-                else f"count regression, though the clock says faster ({timed})"
-                if clock is Verdict.IMPROVED
-                else f"count regression; time did not move enough to flag ({timed})"
-            )
+            note = _count_note("regression", clock, timed, shown)
         elif change.verdict == "improvement" and row.verdict is not Verdict.WORSENED:
             verdict, decided = Verdict.IMPROVED, True
-            note = (
-                f"count improvement; {shown}"
-                if tier.decides(row)
-                else "count improvement"
-                if clock is Verdict.IMPROVED
-                else f"count improvement; time did not move ({timed})"
-            )
+            note = _count_note("improvement", clock, timed, shown)
         elif change.verdict == "improvement":
             note = (
                 "count improvement, but the clock says slower: look outside the computation"
@@ -427,6 +417,33 @@ def apply_count_tier(comparison: Comparison, tier: CountTier) -> Comparison:
         # comment does not cite its false-alarm and detection figures as this run's
         calibration = None
     return replace(comparison, rows=tuple(rows), count_tier=tier.summary(), calibration=calibration)
+
+
+def _count_note(kind: str, clock: Any, timed: str, shown: str | None) -> str:
+    """What the comment says of a count ``kind`` (``regression`` or ``improvement``)
+    beside the clock's own verdict ``clock``; ``shown``: the wording for a case timed
+    once a side for display, whose clock is no verdict.
+
+    Example:
+        >>> from rlpace.bench.comparison import Verdict
+        >>> _count_note("regression", Verdict.IMPROVED, "time -50.7%", None)
+        'count regression, though the clock says faster (time -50.7%)'
+        >>> _count_note("improvement", Verdict.IMPROVED, "time +9.0%", None)
+        'count and time improvement'
+    """
+    from rlpace.bench.comparison import Verdict
+
+    same, opposite, word = {
+        "regression": (Verdict.WORSENED, Verdict.IMPROVED, "faster"),
+        "improvement": (Verdict.IMPROVED, Verdict.WORSENED, "slower"),
+    }[kind]
+    if shown is not None:
+        return f"count {kind}; {shown}"
+    if clock is same:
+        return f"count and time {kind}"
+    if clock is opposite:
+        return f"count {kind}, though the clock says {word} ({timed})"
+    return f"count {kind}; time did not move enough to flag ({timed})"
 
 
 def _timed_alone(row: Any, tier: CountTier) -> bool:
