@@ -218,7 +218,10 @@ def test_counting_a_wall_clock_case_never_touches_cuda(monkeypatch):
         "benchmark_min_time": "0.000005",
     }
     config = SimpleNamespace(
-        getoption=options.__getitem__, rlpace_wall_rounds=(0, 0.0), rlpace_duet_sync=None
+        getoption=options.__getitem__,
+        rlpace_wall_rounds=(0, 0.0),
+        rlpace_duet_sync=None,
+        rlpace_worker_counts=False,
     )
     bench = SimpleNamespace(disabled=False, extra_info={}, pedantic=lambda fn, **_: fn())
     x = torch.ones(4)

@@ -60,6 +60,7 @@ from rlpace.bench.work_counts.measure import (
     measure_work_counts,
     skipped_impls,
 )
+from rlpace.bench.work_counts.workers import install as install_worker_counts
 
 
 def pytest_addoption(parser):
@@ -101,6 +102,8 @@ def pytest_configure(config):
         config.rlpace_duet_sync = DuetSync.from_env(os.environ.get(DUET_SYNC_ENV))
     except ValueError as exc:
         raise pytest.UsageError(str(exc)) from None
+    # before any case forks its workers, so their Python calls can be counted too
+    config.rlpace_worker_counts = config.rlpace_work_counts and not install_worker_counts()
     threads = config.getoption("--rlpace-threads")
     if threads is None and os.environ.get("RLPACE_BENCH_THREADS"):
         try:
@@ -297,7 +300,10 @@ def _time_sized(benchmark, fn, config, count, nodeid, calls=CALLS):
     )
     benchmark.pedantic(fn, rounds=rounds, iterations=iterations)
     if count:  # CPU work: never initialize CUDA in this process
-        benchmark.extra_info[EXTRA_INFO_KEY] = _work_counts(fn, cuda=False, calls=calls)
+        workers = config.rlpace_worker_counts
+        benchmark.extra_info[EXTRA_INFO_KEY] = _work_counts(
+            fn, cuda=False, calls=calls, workers=workers
+        )
 
 
 def _meet(benchmark, config, nodeid):
@@ -349,12 +355,13 @@ the cases too slow under Valgrind), whose work is counted instead, on the CPU al
 in 4 make a typical call): each call costs up to a fifth of a second."""
 
 
-def _work_counts(fn, cuda=None, calls=CALLS):
+def _work_counts(fn, cuda=None, calls=CALLS, workers=False):
     """The kernels, syncs, copies, aten ops and Python calls of a few more calls, counted
     after the timing (see :mod:`rlpace.bench.work_counts`; ``cuda``: profile the device
-    too, None: when CUDA is available); an error is kept, not raised: the timing stands
+    too, None: when CUDA is available; ``workers``: count the Python calls of the case's
+    forked worker processes too); an error is kept, not raised: the timing stands
     without the counts."""
     try:
-        return measure_work_counts(fn, cuda=cuda, calls=calls)
+        return measure_work_counts(fn, cuda=cuda, calls=calls, workers=workers)
     except Exception as exc:  # the profiler can be missing or busy; the timing stands
         return {"error": f"{type(exc).__name__}: {exc}"[:300]}

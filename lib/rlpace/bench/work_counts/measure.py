@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from rlpace.bench.work_counts.python import calls_made, is_python_label, python_calls
+from rlpace.bench.work_counts.workers import WorkerCalls, WorkersNotCounted, steady_names
 
 __all__ = [
     "CALLS",
@@ -64,13 +65,16 @@ METRICS = {
     "copies": "memory copies and fills issued (cudaMemcpy*, cudaMemset*)",
     "ops": "aten operators dispatched, nested ones included",
     "py_calls": "Python functions and builtins called (cProfile's count)",
+    "worker_py_calls": "Python functions and builtins called in the case's forked worker "
+    "processes (:mod:`rlpace.bench.work_counts.workers`)",
 }
 """The metrics counted per call, and what each counts."""
 PROFILER_METRICS = ("kernels", "syncs", "copies", "ops")
 """The metrics read from ``torch.profiler``'s events."""
-OPTIONAL_METRICS = ("py_calls",)
-"""Metrics a result may lack (files written before they were counted, or a Python
-whose profiler hook was taken); a metric is judged where both sides have it."""
+OPTIONAL_METRICS = ("py_calls", "worker_py_calls")
+"""Metrics a result may lack (files written before they were counted, a Python whose
+profiler hook was taken, a case without worker processes); a metric is judged where
+both sides have it."""
 NAMES_KEPT = 64
 """Event names kept per case (the most frequent), for "what launched more?"."""
 MADE_KEPT = 4 * NAMES_KEPT
@@ -335,6 +339,13 @@ def _profiled_events(prof: Any) -> list[Any]:
         return list(prof.events())
 
 
+def _stopped(children: WorkerCalls | None) -> None:
+    """Turn the workers' counters off (None: none were on); always None."""
+    if children is not None:
+        children.stop()
+    return None
+
+
 class _NoEvents:
     """The profile of a process without torch: no operator events."""
 
@@ -343,7 +354,7 @@ class _NoEvents:
 
 
 def measure_work_counts(
-    fn: Callable[[], Any], *, calls: int = CALLS, cuda: bool | None = None
+    fn: Callable[[], Any], *, calls: int = CALLS, cuda: bool | None = None, workers: bool = False
 ) -> dict[str, Any]:
     """Profile ``calls`` calls of ``fn`` (already warm) and return their per-call counts.
 
@@ -362,6 +373,12 @@ def measure_work_counts(
         functions that made the most calls themselves, ``[times called, calls made]``
         (:func:`~rlpace.bench.work_counts.python.calls_made`); ``py_calls`` and
         ``calls_made`` are left out when another profiler holds Python's profiling hook.
+        With ``workers`` and :func:`~rlpace.bench.work_counts.workers.install` run before
+        the case forked its workers, ``worker_py_calls`` counts per call the Python
+        calls those processes made (from quiet to quiet,
+        :class:`~rlpace.bench.work_counts.workers.WorkerCalls`) and ``workers`` says how
+        many were counted; where they could not be, ``workers`` says why and
+        ``worker_py_calls`` is left out.
     In a process that has not imported torch (a suite of pure-Python cases), ``fn``
     cannot have run a torch operator: the profiler is not started (importing torch
     for it would cost more than the case), the operator metrics are zero and
@@ -409,7 +426,18 @@ def measure_work_counts(
     collecting = gc.isenabled()
     gc.collect()
     gc.disable()  # a collection's finalizers would land in whichever call it interrupts
+    children: WorkerCalls | None = None
+    marks: list[tuple[int, dict[str, int]]] = []
+    workers_said: int | str | None = None
     try:
+        if workers:
+            try:
+                children = WorkerCalls.start()
+                if children is not None:
+                    workers_said = children.workers
+                    marks.append((children.quiet_total(), children.names()))
+            except WorkersNotCounted as exc:
+                children, workers_said = _stopped(children), f"not counted: {exc}"
         with profiling as prof:
             for i in range(calls):
                 counter = cProfile.Profile() if py_totals is not None else None
@@ -426,6 +454,11 @@ def measure_work_counts(
                             counter.disable()
                 if cuda:
                     torch.cuda.synchronize()
+                if children is not None:
+                    try:
+                        marks.append((children.quiet_total(), children.names()))
+                    except WorkersNotCounted as exc:
+                        children, workers_said = _stopped(children), f"not counted: {exc}"
                 if py_totals is not None and counter is not None:
                     total, per = python_calls(counter)
                     py_totals.append(total)
@@ -435,10 +468,22 @@ def measure_work_counts(
                         py_made.setdefault(name, [0] * calls)[i] = n
                         py_called.setdefault(name, [0] * calls)[i] = per.get(name, 0)
     finally:
+        _stopped(children)
         if collecting:
             gc.enable()
     events = _profiled_events(prof)
     out: dict[str, Any] = {"calls": calls, **count_events(events, calls)}
+    if workers_said is not None:
+        out["workers"] = workers_said
+        if isinstance(workers_said, int) and len(marks) == calls + 1:
+            pairs = list(zip(marks, marks[1:]))
+            out["worker_py_calls"] = [after[0] - before[0] for before, after in pairs]
+            out["worker_names"] = steady_names(
+                [
+                    {k: n - before[1].get(k, 0) for k, n in after[1].items()}
+                    for before, after in pairs
+                ]
+            )
     names = count_names(events, calls)
     if py_totals is not None and len(py_totals) == calls:
         out["py_calls"] = py_totals

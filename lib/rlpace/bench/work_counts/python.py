@@ -22,7 +22,14 @@ import re
 import sysconfig
 from typing import Any
 
-__all__ = ["calls_made", "is_own_code", "is_python_label", "python_calls", "python_label"]
+__all__ = [
+    "calls_made",
+    "is_own_code",
+    "is_python_label",
+    "is_wait_code",
+    "python_calls",
+    "python_label",
+]
 
 
 def is_python_label(name: str) -> bool:
@@ -88,9 +95,15 @@ _PATH_CUTS = frozenset({"lib", "Lib", "site-packages", "dist-packages"})
 _PACKAGE_FOLDERS = frozenset({"site-packages", "dist-packages"})
 
 
-def _waits(code: Any) -> bool:
+def is_wait_code(code: Any) -> bool:
     """Whether ``code`` is the standard library's waiting machinery (threads, queues,
-    processes, sockets), whose inner calls follow the clock, not the work."""
+    processes, sockets), whose inner calls follow the clock, not the work.
+
+    Example:
+        >>> import threading
+        >>> is_wait_code(threading.Event.wait.__code__), is_wait_code(is_wait_code.__code__)
+        (True, False)
+    """
     if isinstance(code, str) or not code.co_filename.startswith(_STDLIB):
         return False
     short = _short_path(code.co_filename)
@@ -118,7 +131,7 @@ def python_calls(profiler: Any) -> tuple[int, dict[str, int]]:
         if label is not None:
             per[label] = per.get(label, 0) + entry.callcount
     for entry in entries:
-        if _waits(entry.code):
+        if is_wait_code(entry.code):
             for callee in entry.calls or ():
                 label = python_label(callee.code)
                 if label in per:
@@ -147,7 +160,7 @@ def calls_made(profiler: Any, own: set[str] | None = None) -> dict[str, int]:
     made: dict[str, int] = {}
     for entry in profiler.getstats():
         label = python_label(entry.code)
-        if label is None or isinstance(entry.code, str) or _waits(entry.code):
+        if label is None or isinstance(entry.code, str) or is_wait_code(entry.code):
             continue
         n = sum(callee.callcount for callee in entry.calls or ())
         if n:
