@@ -127,6 +127,12 @@ def sensitivity_text(comparison: Comparison, *, markdown: bool = True) -> str:
             "aten ops and Python calls each call makes from its thread, and catch any "
             "change of those, whatever its size in time"
         )
+        if s.work_workers:
+            text += (
+                f"; {s.work_workers} of them also "
+                f"{'counts' if s.work_workers == 1 else 'count'} the Python calls of "
+                "their worker processes"
+            )
         if s.work_handoff:
             text += (
                 f"; in {s.work_handoff} of them that thread dispatches no operator: it hands "

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 from rlpace.bench.comparison import BenchmarkChange, Comparison
 from rlpace.bench.controls import CONTROL_IMPL
-from rlpace.bench.work_counts.verdict import JUDGED
+from rlpace.bench.work_counts.verdict import CLOCK_FOLLOWING, JUDGED, WORKER_METRIC
 
 __all__ = [
     "COUNT_VERDICTS",
@@ -102,8 +102,12 @@ class Sensitivity:
     counted (:mod:`rlpace.bench.work_counts`) and is not nothing: they catch any change
     of that work, whatever its size in time, and only the clock sees the rest."""
     work_handoff: int = 0
-    """Of :attr:`work_counted`, the rows whose calling thread dispatches no operator: it
-    hands the work to other threads or processes, whose work is not counted."""
+    """Of :attr:`work_counted`, the rows whose calling thread dispatches no operator and
+    whose worker processes were not counted: it hands the work to other threads or
+    processes, whose work is not counted."""
+    work_workers: int = 0
+    """Of :attr:`work_counted`, the rows whose worker processes' Python calls were
+    counted too (:mod:`rlpace.bench.work_counts.workers`)."""
 
     @property
     def judged(self) -> int:
@@ -164,7 +168,7 @@ def _hands_off(row: BenchmarkChange) -> bool:
     """Whether a counted row's calling thread dispatches no operator (only Python calls:
     it hands the work to other threads or processes)."""
     base = row.work_base or {}
-    return not any(value > 0 for metric, value in base.items() if metric != "py_calls")
+    return not any(value > 0 for metric, value in base.items() if metric not in CLOCK_FOLLOWING)
 
 
 def _launches(row: BenchmarkChange) -> bool:
@@ -183,7 +187,7 @@ def sensitivity(comparison: Comparison) -> Sensitivity:
         >>> sensitivity(Comparison(rows=rows, threshold=5.0)).catches(10.0)
         1
     """
-    timing, counts, controls, work, handoff = [], [], 0, 0, 0
+    timing, counts, controls, work, handoff, workers = [], [], 0, 0, 0, 0
     for row in comparison.rows:
         counted = row.count_verdict in COUNT_VERDICTS
         if not counted and not math.isfinite(row.median_change_pct):
@@ -198,6 +202,8 @@ def sensitivity(comparison: Comparison) -> Sensitivity:
         else:
             timing.append((row.name, pct, threshold))
         claimed = source == "timing" and _launches(row)
+        in_workers = claimed and WORKER_METRIC in (row.work_base or {})
         work += claimed
-        handoff += claimed and _hands_off(row)
-    return Sensitivity(tuple(timing), tuple(counts), controls, work, handoff)
+        workers += in_workers
+        handoff += claimed and _hands_off(row) and not in_workers
+    return Sensitivity(tuple(timing), tuple(counts), controls, work, handoff, workers)

@@ -38,6 +38,8 @@ __all__ = [
     "DECIDING",
     "JUDGED",
     "TYPICAL_SHARE",
+    "WORKER_METRIC",
+    "WORKERS_PREFIX",
     "WorkChange",
     "compare_work_counts",
     "INSIDE",
@@ -45,6 +47,7 @@ __all__ = [
     "grew_inside",
     "names_of",
     "work_counts_of",
+    "worker_names_moved",
 ]
 
 JUDGED = ("same", "regression", "improvement", "mixed")
@@ -55,7 +58,12 @@ confirmation in fresh runs would count the same)."""
 TYPICAL_SHARE = 0.75
 """The share of calls that must count the same for that count to be a side's typical
 call (the others did occasional work: a buffer's wrap-around, an epoch's reshuffle)."""
-CLOCK_FOLLOWING = ("py_calls",)
+WORKER_METRIC = "worker_py_calls"
+"""The Python calls of the case's worker processes
+(:mod:`rlpace.bench.work_counts.workers`): judged like ``py_calls`` and, where their
+total follows the episodes, by the functions called equally often in every call
+(:func:`worker_names_moved`)."""
+CLOCK_FOLLOWING = ("py_calls", WORKER_METRIC)
 """Metrics a machine's load can nudge: a polling loop in the code under test makes one
 more round of Python calls when another thread answers late, and a process's history
 (a timer, a first-time path) shifts a few calls. Where both sides have a typical
@@ -310,15 +318,91 @@ def compare_work_counts(test_id: str, head: Any, base: Any) -> WorkChange:
         return WorkChange(test_id, "unmeasured", reason=reason)
     both = [m for m in METRICS if m in h and m in b]
     step = {m: _direction(h[m], b[m], beyond=m in CLOCK_FOLLOWING) for m in both}
+    in_workers = worker_names_moved(head, base) if WORKER_METRIC in both else ()
+    if in_workers and not step[WORKER_METRIC]:  # the total follows the episodes; these do not
+        step[WORKER_METRIC] = _names_direction(in_workers)
     up = tuple(m for m in both if step[m] > 0)
     down = tuple(m for m in both if step[m] < 0)
     verdict = "mixed" if up and down else "regression" if up else "improvement" if down else "same"
     moved = tuple(m for m in METRICS if m in up or m in down)
-    names = (grew_inside(head, base) + _changed_names(head, base, limit=9)) if moved else ()
+    workers = tuple((WORKERS_PREFIX + n, b_, h_) for n, b_, h_ in in_workers[:8])
+    names = (
+        (grew_inside(head, base) + workers + _changed_names(head, base, limit=9)) if moved else ()
+    )
     judged = {m: b[m] for m in both}, {m: h[m] for m in both}
     return WorkChange(
         test_id, verdict, describe_counts(judged[0]), describe_counts(judged[1]), moved, names=names
     )
+
+
+WORKERS_PREFIX = "in the workers: "
+"""How the comment names a function counted in the worker processes."""
+
+
+def _steady_of(raw: Any) -> tuple[dict[str, int], frozenset[str], bool] | None:
+    """A side's ``worker_names`` (:func:`~rlpace.bench.work_counts.workers.steady_names`),
+    checked: ``(steady, unsteady, complete)``, or None when absent or not in that form."""
+    names = raw.get("worker_names") if isinstance(raw, Mapping) else None
+    if not isinstance(names, Mapping):
+        return None
+    steady, unsteady, complete = names.get("steady"), names.get("unsteady"), names.get("complete")
+    if not (
+        isinstance(steady, Mapping)
+        and all(
+            isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0
+            for k, v in steady.items()
+        )
+        and isinstance(unsteady, list)
+        and all(isinstance(k, str) for k in unsteady)
+        and isinstance(complete, bool)
+    ):
+        return None
+    return dict(steady), frozenset(unsteady), complete
+
+
+def worker_names_moved(head: Any, base: Any) -> tuple[tuple[str, float, float], ...]:
+    """The functions the worker processes called equally often in every measured call
+    on both sides, whose count per call differs: ``(name, base, head)``, most moved
+    first. A function listed on one side only counts 0 on the other where that side
+    lists every function it called (``complete``) and not among the unsteady ones.
+
+    Steady counts repeat exactly from process to process (a function run once an env
+    step), and the worker counter idles for different times between calls, so calls
+    that follow the clock (a wait that polls) are not steady: a difference is the
+    code's.
+
+    Example:
+        >>> base = {"worker_names": {"steady": {"step": 32}, "unsteady": ["reset"],
+        ...                          "complete": True}}
+        >>> head = {"worker_names": {"steady": {"step": 32, "isfinite": 32},
+        ...                          "unsteady": ["reset"], "complete": True}}
+        >>> worker_names_moved(head, base)
+        (('isfinite', 0.0, 32.0),)
+        >>> worker_names_moved(base, base), worker_names_moved(head, {})
+        ((), ())
+    """
+    h, b = _steady_of(head), _steady_of(base)
+    if h is None or b is None:
+        return ()
+    moved = []
+    for name in sorted(set(h[0]) | set(b[0])):
+        counts = []
+        for steady, unsteady, complete in (b, h):
+            if name in steady:
+                counts.append(float(steady[name]))
+            elif complete and name not in unsteady:
+                counts.append(0.0)
+        if len(counts) == 2 and counts[0] != counts[1]:
+            moved.append((name, counts[0], counts[1]))
+    moved.sort(key=lambda item: -abs(item[2] - item[1]))
+    return tuple(moved)
+
+
+def _names_direction(moved: tuple[tuple[str, float, float], ...]) -> int:
+    """+1 when every moved function is called more, -1 when every one less, else 0."""
+    up = any(head > base for _, base, head in moved)
+    down = any(head < base for _, base, head in moved)
+    return (up and not down) - (down and not up)
 
 
 def _settled_direction(head: list[int], base: list[int]) -> int:

@@ -1,0 +1,167 @@
+"""The worker processes' Python calls: counted from the measuring process, judged by the
+functions called equally often in every call.
+
+The measuring runs in a fresh process each (``fixtures/worker_probe.py``): its fork
+hooks stay out of this session. The probe's worker steps an episode whose length cycles,
+so its total calls move from call to call as a collector's do.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rlpace.bench.comparison import BenchmarkChange, Comparison, Verdict
+from rlpace.bench.render import render_report
+from rlpace.bench.work_counts.verdict import (
+    WORKERS_PREFIX,
+    compare_work_counts,
+    worker_names_moved,
+)
+from rlpace.bench.work_counts.workers import steady_names
+
+PROBE = Path(__file__).parent / "fixtures" / "worker_probe.py"
+CHECK = "fixtures/worker_probe.py:_check"
+
+
+def _probe(variant: str, phase: int = 0) -> dict:
+    done = subprocess.run(
+        [sys.executable, str(PROBE), variant, str(phase)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout)
+
+
+@pytest.fixture(scope="module")
+def plain() -> dict:
+    return _probe("plain", 0)
+
+
+def test_the_same_worker_code_counts_the_same_whatever_the_phase(plain):
+    again = _probe("plain", 5)  # five calls later: other episodes end in each call
+    assert plain["workers"] == again["workers"] == 1
+    assert len(plain["worker_py_calls"]) == 8
+    assert len(set(plain["worker_py_calls"])) > 1  # the total follows the episodes
+    assert plain["worker_names"]["steady"] == again["worker_names"]["steady"]
+    assert "fixtures/worker_probe.py:_reset" in plain["worker_names"]["unsteady"]
+    assert compare_work_counts("t", again, plain).verdict == "same"
+
+
+def test_a_check_the_worker_runs_is_flagged_and_named(plain):
+    head = _probe("check", 3)
+    change = compare_work_counts("t", head, plain)
+    assert change.verdict == "regression"
+    assert change.moved == ("worker_py_calls",)
+    moved = {name: (base, now) for name, base, now in change.names}
+    assert moved[WORKERS_PREFIX + CHECK] == (0.0, 16.0)  # once a step, 16 steps a call
+    assert moved[WORKERS_PREFIX + "<built-in method builtins.abs>"] == (0.0, 16.0)
+    assert compare_work_counts("t", plain, head).verdict == "improvement"
+
+
+def test_a_worker_polling_while_it_waits_is_not_steady_so_cannot_flag():
+    """Calls that follow the clock differ between windows, so they are never taken as
+    the code's (the counter also idles longer before every other mark, so they differ
+    even where a wait's rounds would line up with the windows)."""
+    one, other = _probe("poll", 0), _probe("poll", 3)
+    assert "fixtures/worker_probe.py:_idle" in one["worker_names"]["unsteady"]
+    assert "fixtures/worker_probe.py:_idle" not in one["worker_names"]["steady"]
+    assert compare_work_counts("t", other, one).verdict == "same"
+    assert one["worker_names"]["steady"] == other["worker_names"]["steady"]
+
+
+def test_a_worker_that_cannot_be_counted_is_said_so_and_the_rest_stands():
+    counts = _probe("handler")
+    assert counts["workers"].startswith("not counted: 1 of 1 worker processes did not start")
+    assert "SIGUSR2" in counts["workers"]
+    assert "worker_py_calls" not in counts and "worker_names" not in counts
+    assert len(counts["py_calls"]) == 8  # the calling thread's counts are kept
+
+
+def test_a_child_that_ran_exec_is_left_alone():
+    counts = _probe("exec")
+    assert counts["exec_child_alive"] is True  # the signal would have ended it
+    assert counts["workers"] == 1
+
+
+def test_steady_names_keeps_the_most_called_when_there_are_too_many():
+    windows = [{"a": 3, "b": 1, "c": 2}, {"a": 3, "b": 1, "c": 5}]
+    assert steady_names(windows, limit=1) == {"steady": {"a": 3}, "unsteady": [], "complete": False}
+    assert steady_names([]) == {"steady": {}, "unsteady": [], "complete": True}
+
+
+def _side(steady: dict, unsteady=(), complete=True) -> dict:
+    return {"worker_names": {"steady": steady, "unsteady": list(unsteady), "complete": complete}}
+
+
+def test_a_function_missing_from_a_side_counts_zero_only_where_that_side_lists_all():
+    head = _side({"step": 16, "check": 16})
+    assert worker_names_moved(head, _side({"step": 16})) == (("check", 0.0, 16.0),)
+    assert worker_names_moved(head, _side({"step": 16}, complete=False)) == ()
+    assert worker_names_moved(head, _side({"step": 16}, unsteady=["check"])) == ()
+    assert worker_names_moved(_side({"step": 17}), _side({"step": 16})) == (("step", 16.0, 17.0),)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"worker_names": {"steady": {"a": -1}, "unsteady": [], "complete": True}},
+        {"worker_names": {"steady": {"a": True}, "unsteady": [], "complete": True}},
+        {"worker_names": {"steady": {}, "unsteady": "a", "complete": True}},
+        {"worker_names": {"steady": {}, "unsteady": [], "complete": "yes"}},
+        {"worker_names": ["a"]},
+        None,
+    ],
+)
+def test_worker_names_another_tool_wrote_are_not_judged(bad):
+    assert worker_names_moved(_side({"a": 1}), bad) == ()
+    assert worker_names_moved(bad, _side({"a": 1})) == ()
+
+
+def test_the_comment_shows_the_workers_calls_and_names_the_function(plain):
+    head = _probe("check", 1)
+    change = compare_work_counts("t", head, plain)
+    row = BenchmarkChange(
+        "tests/benchmarks/test_c.py::test_collector_sync[rlpace-x]",
+        "test_collector_sync[rlpace-x]",
+        Verdict.WORSENED,
+        median_change_pct=-1.0,
+        work_verdict=change.verdict,
+        work_base=dict(change.base),
+        work_head=dict(change.head),
+        work_moved=change.moved,
+        work_names=change.names,
+        work_note="work-count regression",
+    )
+    text = render_report({"cpu": Comparison(rows=(row,), threshold=5.0)}, title="PR")
+    assert "| Workers' Python calls |" in text
+    base, now = change.base["worker_py_calls"], change.head["worker_py_calls"]
+    assert f"**{base:g} → {now:g}** |" in text
+    assert f"| `{WORKERS_PREFIX}{CHECK}` | 0 | 16 |" in text
+
+
+def test_the_sensitivity_line_counts_rows_whose_workers_were_counted_as_not_handed_off():
+    from rlpace.bench.render_notes import sensitivity_text
+    from rlpace.bench.sensitivity import sensitivity
+
+    thread = {"kernels": 0, "syncs": 0, "copies": 0, "ops": 0, "py_calls": 40}
+    counted = {**thread, "worker_py_calls": 20872}
+    rows = tuple(
+        BenchmarkChange(f"t::{name}", name, Verdict.UNCHANGED, median_change_pct=1.0,
+                        mdc_pct=9.0, work_verdict="same", work_base=work, work_head=work)
+        for name, work in (("sync", counted), ("threads", thread))
+    )  # fmt: skip
+    seen = sensitivity(Comparison(rows=rows))
+    assert (seen.work_counted, seen.work_workers, seen.work_handoff) == (2, 1, 1)
+    assert sensitivity_text(Comparison(rows=rows)).endswith(
+        "whatever its size in time; 1 of them also counts the Python calls of their worker "
+        "processes; in 1 of them that thread dispatches no operator: it hands the work to "
+        "other threads or processes, whose work is left to the clock."
+    )
