@@ -63,6 +63,7 @@ def test_a_check_the_worker_runs_is_flagged_and_named(plain):
     moved = {name: (base, now) for name, base, now in change.names}
     assert moved[WORKERS_PREFIX + CHECK] == (0.0, 16.0)  # once a step, 16 steps a call
     assert moved[WORKERS_PREFIX + "<built-in method builtins.abs>"] == (0.0, 16.0)
+    assert change.summary().endswith(f"; the workers call {CHECK} 0 → 16 times a call")
     assert compare_work_counts("t", plain, head).verdict == "improvement"
 
 

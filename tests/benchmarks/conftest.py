@@ -102,8 +102,13 @@ def pytest_configure(config):
         config.rlpace_duet_sync = DuetSync.from_env(os.environ.get(DUET_SYNC_ENV))
     except ValueError as exc:
         raise pytest.UsageError(str(exc)) from None
-    # before any case forks its workers, so their Python calls can be counted too
-    config.rlpace_worker_counts = config.rlpace_work_counts and not install_worker_counts()
+    # before any case forks its workers, so their Python calls can be counted too (not
+    # where nothing is timed, as in the project's tests: no fork hooks there)
+    config.rlpace_worker_counts = (
+        config.rlpace_work_counts
+        and not config.getoption("benchmark_disable", False)
+        and not install_worker_counts()
+    )
     threads = config.getoption("--rlpace-threads")
     if threads is None and os.environ.get("RLPACE_BENCH_THREADS"):
         try:

@@ -63,6 +63,8 @@ WORKER_METRIC = "worker_py_calls"
 (:mod:`rlpace.bench.work_counts.workers`): judged like ``py_calls`` and, where their
 total follows the episodes, by the functions called equally often in every call
 (:func:`worker_names_moved`)."""
+WORKERS_PREFIX = "in the workers: "
+"""How the comment names a function counted in the worker processes."""
 CLOCK_FOLLOWING = ("py_calls", WORKER_METRIC)
 """Metrics a machine's load can nudge: a polling loop in the code under test makes one
 more round of Python calls when another thread answers late, and a process's history
@@ -277,17 +279,31 @@ class WorkChange:
         return self.verdict == "regression"
 
     def summary(self) -> str:
-        """The moved metrics as ``kernels 4 → 6, syncs 0 → 2`` (per call, medians).
+        """The moved metrics as ``kernels 4 → 6, syncs 0 → 2`` (per call, medians); where
+        the workers' calls moved, the function of theirs that moved most, since their
+        total follows the episodes.
 
         Example:
             >>> WorkChange("t", "regression", {"kernels": 4, "syncs": 0},
             ...                  {"kernels": 6, "syncs": 2}, ("kernels", "syncs")).summary()
             'kernels 4 → 6, syncs 0 → 2 per call'
+            >>> WorkChange("t", "regression", {"worker_py_calls": 19889},
+            ...            {"worker_py_calls": 19930}, ("worker_py_calls",),
+            ...            names=((WORKERS_PREFIX + "check", 0.0, 32.0),)).summary()
+            'worker_py_calls 19889 → 19930 per call; the workers call check 0 → 32 times a call'
         """
         if not self.moved or self.base is None or self.head is None:
             return ""
         parts = [f"{m} {_num(self.base[m])} → {_num(self.head[m])}" for m in self.moved]
-        return ", ".join(parts) + " per call"
+        text = ", ".join(parts) + " per call"
+        named = [n for n in self.names if n[0].startswith(WORKERS_PREFIX)]
+        if WORKER_METRIC in self.moved and named:
+            name, before, after = named[0]
+            text += (
+                f"; the workers call {name[len(WORKERS_PREFIX) :]} {_num(before)} → "
+                f"{_num(after)} times a call"
+            )
+        return text
 
 
 def _num(value: float) -> str:
@@ -335,10 +351,6 @@ def compare_work_counts(test_id: str, head: Any, base: Any) -> WorkChange:
     )
 
 
-WORKERS_PREFIX = "in the workers: "
-"""How the comment names a function counted in the worker processes."""
-
-
 def _steady_of(raw: Any) -> tuple[dict[str, int], frozenset[str], bool] | None:
     """A side's ``worker_names`` (:func:`~rlpace.bench.work_counts.workers.steady_names`),
     checked: ``(steady, unsteady, complete)``, or None when absent or not in that form."""
@@ -363,7 +375,8 @@ def _steady_of(raw: Any) -> tuple[dict[str, int], frozenset[str], bool] | None:
 def worker_names_moved(head: Any, base: Any) -> tuple[tuple[str, float, float], ...]:
     """The functions the worker processes called equally often in every measured call
     on both sides, whose count per call differs: ``(name, base, head)``, most moved
-    first. A function listed on one side only counts 0 on the other where that side
+    first (on a tie, Python functions before builtins). A function listed on one side
+    only counts 0 on the other where that side
     lists every function it called (``complete``) and not among the unsteady ones.
 
     Steady counts repeat exactly from process to process (a function run once an env
@@ -394,7 +407,8 @@ def worker_names_moved(head: Any, base: Any) -> tuple[tuple[str, float, float], 
                 counts.append(0.0)
         if len(counts) == 2 and counts[0] != counts[1]:
             moved.append((name, counts[0], counts[1]))
-    moved.sort(key=lambda item: -abs(item[2] - item[1]))
+    # the most moved first; on a tie a Python function, a better pointer than a builtin
+    moved.sort(key=lambda item: (-abs(item[2] - item[1]), item[0].startswith("<")))
     return tuple(moved)
 
 
