@@ -166,3 +166,77 @@ def test_the_sensitivity_line_counts_rows_whose_workers_were_counted_as_not_hand
         "processes; in 1 of them that thread dispatches no operator: it hands the work to "
         "other threads or processes, whose work is left to the clock."
     )
+
+
+FORKED = """
+import multiprocessing as mp
+
+from rlpace.bench.suite import Timed, case
+
+
+def _neg(i):
+    return -i
+
+
+def _serve(conn):
+    while conn.recv():
+        conn.send(sorted(range(8), key=_neg))
+
+
+@case(params={"n": [1]})
+def test_forked(n):
+    here, there = mp.get_context("fork").Pipe()
+    worker = mp.get_context("fork").Process(target=_serve, args=(there,), daemon=True)
+    worker.start()
+
+    def call():
+        here.send(True)
+        here.recv()
+
+    def teardown():
+        here.send(False)
+        worker.join(5)
+
+    return Timed(call, teardown=teardown)
+"""
+
+
+def _run_suite(tmp_path, **env) -> subprocess.CompletedProcess:
+    import os
+    import shutil
+
+    bench = tmp_path / "repo" / "tests" / "benchmarks"
+    bench.mkdir(parents=True)
+    shutil.copy(Path(__file__).parents[1] / "benchmarks" / "conftest.py", bench / "conftest.py")
+    (bench / "test_forked.py").write_text(FORKED)
+    lib = str(Path(__file__).parents[2] / "lib")
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", str(bench), "-q", "-p", "no:cacheprovider",
+         "--benchmark-max-time=0.02", f"--benchmark-json={tmp_path / 'out.json'}"],
+        env={**os.environ, "PYTHONPATH": lib, **env}, capture_output=True, text=True,
+        cwd=tmp_path / "repo", timeout=300, check=False,
+    )  # fmt: skip
+
+
+def test_the_suite_plugin_counts_a_cases_forked_worker_unless_told_not_to(tmp_path):
+    done = _run_suite(tmp_path / "on")
+    assert done.returncode == 0, done.stdout + done.stderr
+    (result,) = json.loads((tmp_path / "on" / "out.json").read_text())["benchmarks"]
+    counts = result["extra_info"]["work_counts"]
+    assert counts["workers"] == 1
+    # sorted, and its key 8 times, in the worker (its pipe's are the standard library's)
+    assert counts["worker_py_calls"] == [9] * counts["calls"]
+    assert counts["worker_names"]["steady"] == {
+        "<built-in method builtins.sorted>": 1,
+        "benchmarks/test_forked.py:_neg": 8,
+    }
+    off = _run_suite(tmp_path / "off", RLPACE_BENCH_WORKER_COUNTS="0")
+    assert off.returncode == 0, off.stdout + off.stderr
+    (result,) = json.loads((tmp_path / "off" / "out.json").read_text())["benchmarks"]
+    assert "workers" not in result["extra_info"]["work_counts"]
+    assert "py_calls" in result["extra_info"]["work_counts"]  # the rest is counted
+    bad = _run_suite(tmp_path / "bad", RLPACE_BENCH_WORKER_COUNTS="maybe")
+    said = bad.stdout + bad.stderr
+    assert bad.returncode == 4, said
+    assert "RLPACE_BENCH_WORKER_COUNTS: expected 1 or 0, got 'maybe'" in said
+    assert "Traceback" not in said

@@ -56,6 +56,7 @@ from rlpace.bench.work_counts.measure import (
     ENV,
     EXTRA_INFO_KEY,
     SKIP_ENV,
+    WORKERS_ENV,
     counting_on,
     measure_work_counts,
     skipped_impls,
@@ -97,6 +98,7 @@ def pytest_addoption(parser):
 def pytest_configure(config):
     try:
         config.rlpace_work_counts = counting_on(os.environ.get(ENV))
+        workers_wanted = counting_on(os.environ.get(WORKERS_ENV), WORKERS_ENV)
         config.rlpace_work_counts_skip = skipped_impls(os.environ.get(SKIP_ENV))
         config.rlpace_wall_rounds = parse_wall_rounds(os.environ.get(WALL_ROUNDS_ENV))
         config.rlpace_duet_sync = DuetSync.from_env(os.environ.get(DUET_SYNC_ENV))
@@ -106,6 +108,7 @@ def pytest_configure(config):
     # where nothing is timed, as in the project's tests: no fork hooks there)
     config.rlpace_worker_counts = (
         config.rlpace_work_counts
+        and workers_wanted
         and not config.getoption("benchmark_disable", False)
         and not install_worker_counts()
     )

@@ -40,6 +40,7 @@ __all__ = [
     "OPTIONAL_METRICS",
     "PROFILER_METRICS",
     "SKIP_ENV",
+    "WORKERS_ENV",
     "count_events",
     "count_names",
     "counting_environ",
@@ -54,6 +55,9 @@ EXTRA_INFO_KEY = "work_counts"
 """Where a result keeps its counts: ``extra_info["work_counts"]``."""
 ENV = "RLPACE_BENCH_WORK_COUNTS"
 """``0`` turns the counting off in the suite's plugin (``1``, or unset: on)."""
+WORKERS_ENV = "RLPACE_BENCH_WORKER_COUNTS"
+"""``0`` leaves the worker processes uncounted (:mod:`rlpace.bench.work_counts.workers`:
+no fork hooks, no signals) while the rest is counted; ``1``, or unset: counted."""
 SKIP_ENV = "RLPACE_BENCH_WORK_COUNTS_SKIP"
 """Comma-separated ``impl`` values whose cases the suite's plugin does not count
 (unset or empty: every case is counted)."""
@@ -89,8 +93,9 @@ MAX_CALLS = 64
 """The most calls one measurement may make (and a result file may hold)."""
 
 
-def counting_on(value: str | None) -> bool:
-    """Whether the suite counts, from the value of :data:`ENV` (None: unset).
+def counting_on(value: str | None, name: str = ENV) -> bool:
+    """Whether the suite counts, from the value of :data:`ENV` (None: unset), or of the
+    switch ``name`` (:data:`WORKERS_ENV`).
 
     Example:
         >>> counting_on(None), counting_on("1"), counting_on("0")
@@ -104,7 +109,7 @@ def counting_on(value: str | None) -> bool:
         return True
     if value.strip() == "0":
         return False
-    raise ValueError(f"{ENV}: expected 1 or 0, got {value!r}; unset it or fix the value")
+    raise ValueError(f"{name}: expected 1 or 0, got {value!r}; unset it or fix the value")
 
 
 def counting_environ(count: bool, skip: tuple[str, ...] = ()) -> dict[str, str]:
