@@ -7,7 +7,11 @@ Python-level calls their calling thread makes per call
 asv process per case and metric would cost minutes per commit; instead one class's
 ``setup_cache`` builds each such case once, counts its calls
 (:func:`rlpace.bench.work_counts.measure.measure_work_counts`, on the CPU alone) and
-tears it down, and asv hands the result to ``track_ops`` / ``track_py_calls``.
+tears it down, and asv hands the result to ``track_ops`` / ``track_py_calls``. For a
+case whose forked workers are counted (:mod:`rlpace.bench.work_counts.workers`),
+``track_worker_calls`` is the calls a call of the functions its workers call equally
+often in every call: the part of their work that repeats exactly from commit to commit
+(their total follows where the episodes end).
 
 A commit whose rlpace has no work counts skips these benchmarks and says why, as does
 a case that could not be built or counted.
@@ -28,8 +32,18 @@ def _on_the_clock() -> list[tuple[object, dict]]:
     return found
 
 
-def _count(c, params: dict) -> dict:
-    """The median work per call of one case, built, warmed up, counted, torn down."""
+def _workers_counted() -> bool:
+    """Count the workers of the cases built from now on, where this commit's rlpace can."""
+    try:
+        from rlpace.bench.work_counts.workers import install
+    except ImportError:  # an older rlpace: its workers are not counted
+        return False
+    return install() == ""
+
+
+def _count(c, params: dict, workers: bool = False) -> dict:
+    """The median work per call of one case, built, warmed up, counted, torn down; with
+    ``workers``, the steady calls of its forked workers too (``worker_steady_calls``)."""
     import torch
 
     from rlpace.bench.work_counts.measure import measure_work_counts
@@ -39,14 +53,21 @@ def _count(c, params: dict) -> dict:
     timed = c.make(**params)
     try:
         timed.fn()
-        return describe_counts(measure_work_counts(timed.fn, cuda=False))
+        extra = {"workers": True} if workers else {}
+        measured = measure_work_counts(timed.fn, cuda=False, **extra)
+        out = describe_counts(measured)
+        steady = (measured.get("worker_names") or {}).get("steady")
+        if steady is not None:
+            out["worker_steady_calls"] = sum(steady.values())
+        return out
     finally:
         if timed.teardown is not None:
             timed.teardown()
 
 
 class Work:
-    """Aten ops and Python calls per call of every wall-clock case of the CPU set."""
+    """Aten ops and Python calls per call of every wall-clock case of the CPU set, and
+    the steady calls of its forked workers."""
 
     params = [[c.test_id(**p) for c, p in _on_the_clock()] or ["none"]]
     param_names = ["case"]
@@ -58,10 +79,11 @@ class Work:
         except ImportError:
             return {"unavailable": "this commit's rlpace has no work counts"}
         counts, not_counted = {}, {}
+        workers = _workers_counted()  # before any case forks
         for c, params in _on_the_clock():
             test_id = c.test_id(**params)
             try:
-                counts[test_id] = _count(c, params)
+                counts[test_id] = _count(c, params, workers)
             except Exception as exc:  # a skip, or a case broken at this commit
                 not_counted[test_id] = f"{type(exc).__name__}: {exc}"[:300]
         return {"counts": counts, "not_counted": not_counted}
@@ -84,3 +106,13 @@ class Work:
         return value
 
     track_py_calls.unit = "Python calls"
+
+    def track_worker_calls(self, data, case):
+        value = data["counts"][case].get("worker_steady_calls")
+        if value is None:
+            raise NotImplementedError(
+                "no worker processes of this case were counted at this commit"
+            )
+        return value
+
+    track_worker_calls.unit = "worker Python calls"

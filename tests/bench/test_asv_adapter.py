@@ -28,6 +28,34 @@ def test_counted(impl, n):
     return Timed(lambda: CALLS.append((impl, n)), teardown=lambda: TEARDOWNS.append((impl, n)))
 
 
+def _neg(i):
+    return -i
+
+
+def _serve(conn):
+    while conn.recv():
+        conn.send(sorted(range(8), key=_neg))
+
+
+@case(params={"n": [1]}, count=lambda n: "forks a worker")
+def test_forked(n):
+    import multiprocessing as mp
+
+    here, there = mp.get_context("fork").Pipe()
+    worker = mp.get_context("fork").Process(target=_serve, args=(there,), daemon=True)
+    worker.start()
+
+    def call():
+        here.send(True)
+        here.recv()
+
+    def stop():
+        here.send(False)
+        worker.join(5)
+
+    return Timed(call, teardown=stop)
+
+
 @case(params={"n": [4]}, gpu=True, timer="cpu")
 def test_device(n, device):
     return lambda: CALLS.append((n, device))
@@ -161,6 +189,10 @@ def test_work_tracks_the_wall_clock_cases_from_one_pass(adapter):
     assert bench.track_ops(data, "test_workers[2]") == 0
     with pytest.raises(NotImplementedError, match="SkipCase: no workers at n=3"):
         bench.setup(data, "test_workers[3]")
+    # a case whose forked worker was counted: sorted and its key 8 times, every call
+    assert bench.track_worker_calls(data, "test_forked[1]") == 9
+    with pytest.raises(NotImplementedError, match="no worker processes of this case"):
+        bench.track_worker_calls(data, "test_workers[2]")
     with pytest.raises(NotImplementedError, match="no work counts"):
         bench.setup({"unavailable": "this commit's rlpace has no work counts"}, "test_workers[2]")
 
