@@ -86,6 +86,14 @@ def test_a_worker_that_cannot_be_counted_is_said_so_and_the_rest_stands():
     assert len(counts["py_calls"]) == 8  # the calling thread's counts are kept
 
 
+def test_workers_that_never_go_quiet_are_said_so_and_the_rest_stands():
+    counts = _probe("runahead")
+    assert counts["workers"].startswith(
+        "not counted: the worker processes did not go quiet within 2 s between calls"
+    )
+    assert "worker_py_calls" not in counts and len(counts["py_calls"]) == 8
+
+
 def test_a_child_that_ran_exec_is_left_alone():
     counts = _probe("exec")
     assert counts["exec_child_alive"] is True  # the signal would have ended it
