@@ -21,6 +21,11 @@ How, without the code under test taking part:
   :data:`QUIET_CALLS` calls in :data:`QUIET_S`, twice in a row) and returns the sum:
   read before and after each measured call, their difference is the work the call
   caused in its workers, the batches it took and those they made ready again.
+- :meth:`WorkerCalls.names` has each worker write its calls per function (as
+  ``py_calls`` names them) at a mark; :func:`steady_names` keeps, from the windows
+  between marks, the functions called equally often in every call, which repeat
+  exactly from process to process while the workers' totals follow where the episodes
+  end (:func:`~rlpace.bench.work_counts.verdict.worker_names_moved` judges them).
 - :meth:`WorkerCalls.stop` turns the counters off.
 
 What it does not see: threads (the profile hook is the worker's main thread's),
@@ -61,22 +66,23 @@ import os
 import shutil
 import signal
 import sys
+import tempfile
 import time
 from types import ModuleType
 from typing import Any
 
-from rlpace.bench.work_counts.python import is_wait_code
+from rlpace.bench.work_counts.python import is_wait_code, python_label
 
 __all__ = [
     "ACK_S",
     "IDLE_JITTER_S",
+    "NAMES_LIMIT",
     "QUIET_CALLS",
     "QUIET_LIMIT_S",
     "QUIET_S",
     "SLOTS",
     "WorkerCalls",
     "WorkersNotCounted",
-    "NAMES_LIMIT",
     "builtin_label",
     "install",
     "installed",
@@ -152,7 +158,9 @@ class WorkersNotCounted(RuntimeError):
 
 
 class _Table:
-    """The shared slots: ``[pid, want, on, calls]`` per process, 8-byte integers."""
+    """The shared slots, 8-byte integers per process: its pid, whether the measuring
+    process wants it to count, whether it does, its calls so far, the last dump asked
+    of it and the last it wrote."""
 
     def __init__(self, slots: int) -> None:
         import multiprocessing
@@ -179,8 +187,6 @@ _SEEN: dict[Any, Any] = {}  # in a worker: a builtin's key -> the builtin, for i
 
 def _dump_dir(owner: int) -> str:
     """Where the workers of ``owner`` leave their per-function counts."""
-    import tempfile
-
     return os.path.join(tempfile.gettempdir(), f"rlpace-worker-counts-{owner}")
 
 
@@ -244,9 +250,12 @@ def _take_slot() -> None:
             return
         try:
             me = os.getpid()
+            for slot in range(table.slots):  # a slot left by a process whose pid we reuse
+                if table.field(slot, _PID) == me:
+                    table.set(slot, _PID, 0)
             for slot in range(table.slots):
                 pid = table.field(slot, _PID)
-                if pid == 0 or (pid != me and not _alive(pid)):
+                if pid == 0 or not _alive(pid):
                     for name in (_WANT, _ON, _CALLS, _ASKED, _DUMPED):
                         table.set(slot, name, 0)
                     table.set(slot, _PID, me)
@@ -290,8 +299,6 @@ def _on_signal(signum: int, frame: Any) -> None:
 def _dump(asked: int) -> None:
     """Write this worker's counts per function (labelled as ``py_calls``' names are) to
     its file in the owner's folder, whole or not at all."""
-    from rlpace.bench.work_counts.python import python_label
-
     out: dict[str, int] = {}
     for key, n in list(_COUNTS.items()):
         label = python_label(key) if not isinstance(key, tuple) else builtin_label(_SEEN[key])
@@ -315,8 +322,6 @@ def builtin_label(fn: Any) -> str:
         >>> builtin_label(len), builtin_label([].append)
         ('<built-in method builtins.len>', "<method 'append' of 'list' objects>")
     """
-    from rlpace.bench.work_counts.python import python_label
-
     owner = getattr(fn, "__self__", None)
     name = getattr(fn, "__name__", "?")
     if owner is None or isinstance(owner, ModuleType):
