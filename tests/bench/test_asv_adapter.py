@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from tests.bench.fixtures.forked_case import FORKED_CASE
 
 ROOT = Path(__file__).resolve().parents[2]
 ASV_DIR = ROOT / "asv_bench"
@@ -28,34 +29,6 @@ def test_counted(impl, n):
     return Timed(lambda: CALLS.append((impl, n)), teardown=lambda: TEARDOWNS.append((impl, n)))
 
 
-def _neg(i):
-    return -i
-
-
-def _serve(conn):
-    while conn.recv():
-        conn.send(sorted(range(8), key=_neg))
-
-
-@case(params={"n": [1]}, count=lambda n: "forks a worker")
-def test_forked(n):
-    import multiprocessing as mp
-
-    here, there = mp.get_context("fork").Pipe()
-    worker = mp.get_context("fork").Process(target=_serve, args=(there,), daemon=True)
-    worker.start()
-
-    def call():
-        here.send(True)
-        here.recv()
-
-    def stop():
-        here.send(False)
-        worker.join(5)
-
-    return Timed(call, teardown=stop)
-
-
 @case(params={"n": [4]}, gpu=True, timer="cpu")
 def test_device(n, device):
     return lambda: CALLS.append((n, device))
@@ -67,6 +40,8 @@ def test_workers(n):
         raise SkipCase("no workers at n=3")
     return Timed(lambda: [sorted(range(k)) for k in range(n)], teardown=lambda: TEARDOWNS.append(n))
 """
+
+CASES += FORKED_CASE  # a case whose call a forked worker serves
 
 BROKEN = "import rlpace.no_such_module_at_this_commit\n"
 

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests.bench.fixtures.forked_case import FORKED_CASE
 
 from rlpace.bench.comparison import BenchmarkChange, Comparison, Verdict
 from rlpace.bench.render import render_report
@@ -176,39 +177,6 @@ def test_the_sensitivity_line_counts_rows_whose_workers_were_counted_as_not_hand
     )
 
 
-FORKED = """
-import multiprocessing as mp
-
-from rlpace.bench.suite import Timed, case
-
-
-def _neg(i):
-    return -i
-
-
-def _serve(conn):
-    while conn.recv():
-        conn.send(sorted(range(8), key=_neg))
-
-
-@case(params={"n": [1]})
-def test_forked(n):
-    here, there = mp.get_context("fork").Pipe()
-    worker = mp.get_context("fork").Process(target=_serve, args=(there,), daemon=True)
-    worker.start()
-
-    def call():
-        here.send(True)
-        here.recv()
-
-    def teardown():
-        here.send(False)
-        worker.join(5)
-
-    return Timed(call, teardown=teardown)
-"""
-
-
 def _run_suite(tmp_path, **env) -> subprocess.CompletedProcess:
     import os
     import shutil
@@ -216,7 +184,7 @@ def _run_suite(tmp_path, **env) -> subprocess.CompletedProcess:
     bench = tmp_path / "repo" / "tests" / "benchmarks"
     bench.mkdir(parents=True)
     shutil.copy(Path(__file__).parents[1] / "benchmarks" / "conftest.py", bench / "conftest.py")
-    (bench / "test_forked.py").write_text(FORKED)
+    (bench / "test_forked.py").write_text(FORKED_CASE)
     lib = str(Path(__file__).parents[2] / "lib")
     return subprocess.run(
         [sys.executable, "-m", "pytest", str(bench), "-q", "-p", "no:cacheprovider",
