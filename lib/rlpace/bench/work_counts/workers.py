@@ -15,8 +15,10 @@ How, without the code under test taking part:
 - :meth:`WorkerCalls.start` finds this process's live descendants that hold a slot and
   still catch the signal (a forked child that ran ``exec`` no longer does, and is
   left alone), asks each to count and signals it; the handler sets ``sys.setprofile``
-  to a counter that adds every Python function and builtin called to the slot (calls
-  made inside the standard library's waits are left out, as in ``py_calls``).
+  to a counter that adds every Python function and builtin called to the slot. The
+  standard library's waits are left out: the calls made inside them, as ``py_calls``
+  leaves them out, and, unlike ``py_calls``, the call to the wait itself (a pipe's
+  ``send``), whose module is the waits'.
 - :meth:`WorkerCalls.quiet_total` waits until no worker is busy (none made more than
   :data:`QUIET_CALLS` calls in :data:`QUIET_S`, twice in a row) and returns the sum:
   read before and after each measured call, their difference is the work the call
@@ -85,7 +87,6 @@ __all__ = [
     "WorkersNotCounted",
     "builtin_label",
     "install",
-    "installed",
     "steady_names",
 ]
 
@@ -188,17 +189,6 @@ _SEEN: dict[Any, Any] = {}  # in a worker: a builtin's key -> the builtin, for i
 def _dump_dir(owner: int) -> str:
     """Where the workers of ``owner`` leave their per-function counts."""
     return os.path.join(tempfile.gettempdir(), f"rlpace-worker-counts-{owner}")
-
-
-def installed() -> bool:
-    """Whether :func:`install` has run in this process (or in the one it was forked from).
-
-    Example:
-        >>> install(); installed()
-        ''
-        True
-    """
-    return _TABLE is not None
 
 
 def install(slots: int = SLOTS) -> str:
@@ -477,20 +467,10 @@ class WorkerCalls:
             time.sleep(0.001)
         return counting
 
-    def total(self) -> int:
-        """The calls counted so far, summed over the workers.
-
-        Example:
-            >>> install(); counting = WorkerCalls(_TABLE, [], []); counting.total()
-            ''
-            0
-        """
-        return sum(self._table.field(slot, _CALLS) for slot in self._slots)
-
     def quiet_total(self, limit_s: float = QUIET_LIMIT_S) -> int:
-        """:meth:`total` once no worker is busy (two windows of :data:`QUIET_S` in a row
-        with at most :data:`QUIET_CALLS` calls each); every other mark first idles
-        :data:`IDLE_JITTER_S` more.
+        """The calls counted so far, summed over the workers, once no worker is busy
+        (two windows of :data:`QUIET_S` in a row with at most :data:`QUIET_CALLS` calls
+        each); every other mark first idles :data:`IDLE_JITTER_S` more.
 
         Raises:
             WorkersNotCounted: the workers did not go quiet within ``limit_s`` (they work
