@@ -95,6 +95,19 @@ def test_workers_that_never_go_quiet_are_said_so_and_the_rest_stands():
     assert "worker_py_calls" not in counts and len(counts["py_calls"]) == 8
 
 
+def test_a_worker_killed_mid_measurement_is_said_so_at_once_and_the_rest_stands():
+    # told from its zombie (unreaped, as a collector that has not noticed leaves it) at
+    # the next mark, not taken for a live worker that never answers
+    counts = _probe("killed", 1)
+    pid = counts["workers"].removeprefix("not counted: worker process ").split()[0]
+    assert counts["workers"] == (
+        f"not counted: worker process {pid} ended during the measurement (killed, or it "
+        "crashed): the calls of the others alone are not the call's work"
+    )
+    assert "worker_py_calls" not in counts and "worker_names" not in counts
+    assert len(counts["py_calls"]) == 8  # the calling thread's counts are kept
+
+
 def test_a_child_that_ran_exec_is_left_alone():
     counts = _probe("exec")
     assert counts["exec_child_alive"] is True  # the signal would have ended it
@@ -216,3 +229,18 @@ def test_the_suite_plugin_counts_a_cases_forked_worker_unless_told_not_to(tmp_pa
     assert bad.returncode == 4, said
     assert "RLPACE_BENCH_WORKER_COUNTS: expected 1 or 0, got 'maybe'" in said
     assert "Traceback" not in said
+
+
+def test_a_process_that_took_an_ended_workers_pid_is_not_signalled():
+    # the table still names an ended worker's pid until a fork takes its slot; a process
+    # the system gave that pid since has no handler, and the signal would end it
+    from rlpace.bench.work_counts import workers
+
+    stranger = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        workers._poke(stranger.pid)
+        with pytest.raises(subprocess.TimeoutExpired):
+            stranger.wait(0.5)
+    finally:
+        stranger.kill()
+        stranger.wait()

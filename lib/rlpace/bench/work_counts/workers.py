@@ -214,15 +214,38 @@ def install(slots: int = SLOTS) -> str:
     return ""
 
 
+def _state(pid: int) -> bytes:
+    """``pid``'s state letter from ``/proc/<pid>/stat`` (``b""``: no such process)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return b""
+    return stat[stat.rfind(b")") + 2 :][:1]
+
+
 def _alive(pid: int) -> bool:
-    """Whether ``pid`` still exists (a zombie does, until it is reaped)."""
-    return os.path.exists(f"/proc/{pid}")
+    """Whether ``pid`` still runs: a zombie (killed, not yet reaped) has ended."""
+    return _state(pid) not in (b"", b"Z", b"X")
 
 
 def _poke(pid: int) -> None:
-    """Signal a worker; one that has ended is skipped (its count stays where it is)."""
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, _SIGNAL)
+    """Signal a worker; one that has ended, or a process that took its pid and does
+    not catch the signal (which would end it), is left alone."""
+    if _catches_signal(pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, _SIGNAL)
+
+
+def _ended_during(pids: list[int]) -> None:
+    """Raise :class:`WorkersNotCounted` when one of ``pids`` has ended: the others'
+    calls alone would not be the call's."""
+    for pid in pids:
+        if not _alive(pid):
+            raise WorkersNotCounted(
+                f"worker process {pid} ended during the measurement (killed, or it "
+                "crashed): the calls of the others alone are not the call's work"
+            )
 
 
 def _take_slot() -> None:
@@ -498,6 +521,7 @@ class WorkerCalls:
                     "calls: they work on their own, so a call's share of their work "
                     "cannot be told"
                 )
+        _ended_during(self._pids)
         return sum(before)
 
     def names(self, ack_s: float = ACK_S) -> dict[str, int]:
@@ -523,7 +547,8 @@ class WorkerCalls:
         folder = _dump_dir(os.getpid())
         for slot, pid in zip(self._slots, self._pids):
             while self._table.field(slot, _DUMPED) != asked:
-                if time.monotonic() > deadline or not _alive(pid):
+                _ended_during([pid])
+                if time.monotonic() > deadline:
                     raise WorkersNotCounted(
                         f"worker process {pid} did not write its counts per function "
                         f"within {ack_s:g} s"
