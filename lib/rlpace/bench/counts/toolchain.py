@@ -27,6 +27,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rlpace.bench._compile import CompileFailed, compile_library
+
 __all__ = [
     "Allocator",
     "CountUnavailable",
@@ -204,11 +206,6 @@ def _header_present() -> bool:
     return any((d / "valgrind" / "callgrind.h").is_file() for d in HEADER_DIRS)
 
 
-def _cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(os.environ.get("RLPACE_COUNT_CACHE", Path(base) / "rlpace" / "counts"))
-
-
 def build_shim(gcc: str, cache_dir: Path | None = None) -> Path:
     """Compile the client-request shim (once per source and machine) and return its path.
 
@@ -216,27 +213,12 @@ def build_shim(gcc: str, cache_dir: Path | None = None) -> Path:
         >>> build_shim("/usr/bin/gcc").suffix  # doctest: +SKIP
         '.so'
     """
-    source = SHIM_SOURCE.read_bytes()
-    key = hashlib.sha256(source + platform.machine().encode()).hexdigest()[:16]
-    target = (cache_dir or _cache_dir()) / f"callgrind-shim-{key}.so"
-    if target.is_file():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_suffix(f".{os.getpid()}.tmp")
-    done = subprocess.run(
-        [gcc, "-O1", "-shared", "-fPIC", "-o", str(partial), str(SHIM_SOURCE)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        partial.unlink(missing_ok=True)
+    try:
+        return compile_library(SHIM_SOURCE, "callgrind-shim", gcc, cache=cache_dir)
+    except CompileFailed as exc:
         raise CountUnavailable(
-            f"gcc could not build the Callgrind shim ({done.stderr.strip()[-300:]}); "
-            "the count tier is off and the run falls back to timing"
-        )
-    partial.replace(target)  # atomic: two sides building at once both end with one file
-    return target
+            f"{exc}; the count tier is off and the run falls back to timing"
+        ) from None
 
 
 def _setarch() -> str | None:
