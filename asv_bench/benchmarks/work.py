@@ -8,9 +8,10 @@ asv process per case and metric would cost minutes per commit; instead one class
 ``setup_cache`` builds each such case once, counts its calls
 (:func:`rlpace.bench.work_counts.measure.measure_work_counts`, on the CPU alone) and
 tears it down, and asv hands the result to ``track_ops`` / ``track_py_calls``. For a
-case whose forked workers are counted (:mod:`rlpace.bench.work_counts.workers`),
-``track_worker_calls`` is the calls a call of the functions its workers call equally
-often in every call: the part of their work that repeats exactly from commit to commit
+case whose forked workers or other threads are counted
+(:mod:`rlpace.bench.work_counts.workers`, :mod:`rlpace.bench.work_counts.threads`),
+``track_worker_calls`` is the calls a call of the functions they call equally often
+in every call: the part of their work that repeats exactly from commit to commit
 (their total follows where the episodes end).
 
 A commit whose rlpace has no work counts skips these benchmarks and says why, as does
@@ -43,7 +44,8 @@ def _workers_counted() -> bool:
 
 def _count(c, params: dict, workers: bool = False) -> dict:
     """The median work per call of one case, built, warmed up, counted, torn down; with
-    ``workers``, the steady calls of its forked workers too (``worker_steady_calls``)."""
+    ``workers``, the steady calls of its forked workers and other threads too
+    (``worker_steady_calls``)."""
     import torch
 
     from rlpace.bench.work_counts.measure import measure_work_counts
@@ -67,7 +69,7 @@ def _count(c, params: dict, workers: bool = False) -> dict:
 
 class Work:
     """Aten ops and Python calls per call of every wall-clock case of the CPU set, and
-    the steady calls of its forked workers."""
+    the steady calls of its forked workers and other threads."""
 
     params = [[c.test_id(**p) for c, p in _on_the_clock()] or ["none"]]
     param_names = ["case"]
@@ -111,7 +113,7 @@ class Work:
         value = data["counts"][case].get("worker_steady_calls")
         if value is None:
             raise NotImplementedError(
-                "no worker processes of this case were counted at this commit"
+                "no worker processes or threads of this case were counted at this commit"
             )
         return value
 

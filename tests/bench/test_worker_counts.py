@@ -15,10 +15,12 @@ from pathlib import Path
 
 import pytest
 from tests.bench.fixtures.forked_case import FORKED_CASE
+from tests.bench.fixtures.worker_probe import run as run_probe
 
 from rlpace.bench.comparison import BenchmarkChange, Comparison, Verdict
 from rlpace.bench.render import render_report
 from rlpace.bench.work_counts.verdict import (
+    ANCHORS_MIN,
     WORKERS_PREFIX,
     compare_work_counts,
     worker_names_moved,
@@ -30,15 +32,7 @@ CHECK = "fixtures/worker_probe.py:_check"
 
 
 def _probe(variant: str, phase: int = 0) -> dict:
-    done = subprocess.run(
-        [sys.executable, str(PROBE), variant, str(phase)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    return json.loads(done.stdout)
+    return run_probe(variant, phase)
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +84,7 @@ def test_a_worker_that_cannot_be_counted_is_said_so_and_the_rest_stands():
 def test_workers_that_never_go_quiet_are_said_so_and_the_rest_stands():
     counts = _probe("runahead")
     assert counts["workers"].startswith(
-        "not counted: the worker processes did not go quiet within 2 s between calls"
+        "not counted: the workers did not go quiet within 2 s between calls"
     )
     assert "worker_py_calls" not in counts and len(counts["py_calls"]) == 8
 
@@ -124,12 +118,40 @@ def _side(steady: dict, unsteady=(), complete=True) -> dict:
     return {"worker_names": {"steady": steady, "unsteady": list(unsteady), "complete": complete}}
 
 
+ANCHORS = {f"anchor{i}": 16 for i in range(ANCHORS_MIN)}
+
+
 def test_a_function_missing_from_a_side_counts_zero_only_where_that_side_lists_all():
-    head = _side({"step": 16, "check": 16})
-    assert worker_names_moved(head, _side({"step": 16})) == (("check", 0.0, 16.0),)
-    assert worker_names_moved(head, _side({"step": 16}, complete=False)) == ()
-    assert worker_names_moved(head, _side({"step": 16}, unsteady=["check"])) == ()
-    assert worker_names_moved(_side({"step": 17}), _side({"step": 16})) == (("step", 16.0, 17.0),)
+    head = _side({**ANCHORS, "step": 16, "check": 16})
+    base = {**ANCHORS, "step": 16}
+    assert worker_names_moved(head, _side(base)) == (("check", 0.0, 16.0),)
+    assert worker_names_moved(head, _side(base, complete=False)) == ()
+    assert worker_names_moved(head, _side(base, unsteady=["check"])) == ()
+    assert worker_names_moved(_side({**ANCHORS, "step": 17}), _side(base)) == (
+        ("step", 16.0, 17.0),
+    )
+
+
+def test_functions_steady_by_chance_where_the_workers_follow_the_clock_are_not_judged():
+    # an A/A run of the threaded sleep-bound collector: one function steady on each side,
+    # a wait helper called 7 times a call in one process and 8 in the other
+    wait = "rlpace/collectors/_async_batched.py:FrameInbox.wait_for_room"
+    assert worker_names_moved(_side({wait: 8}), _side({wait: 7})) == ()
+    few = dict(list(ANCHORS.items())[: ANCHORS_MIN - 1])
+    assert worker_names_moved(_side({**few, wait: 8}), _side({**few, wait: 7})) == ()
+    assert worker_names_moved(_side({**ANCHORS, wait: 8}), _side({**ANCHORS, wait: 7})) == (
+        (wait, 7.0, 8.0),
+    )
+
+
+def test_a_round_function_steady_by_chance_at_nearby_counts_is_not_judged():
+    # an A/A pair of the threaded CartPole collector: the server's round function steady
+    # in both processes, 33 and 32 times a call (batches formed as the threads met)
+    serve = "rlpace/collectors/_server.py:InferenceServer.serve_once"
+    got = {**ANCHORS, serve: 32, "<method 'get' of 'SimpleQueue' objects>": 288}
+    was = {**ANCHORS, serve: 33, "<method 'get' of 'SimpleQueue' objects>": 289}
+    assert worker_names_moved(_side(got), _side(was)) == ()
+    assert worker_names_moved(_side({**got, serve: 64}), _side(was)) == ((serve, 33.0, 64.0),)
 
 
 @pytest.mark.parametrize(
@@ -185,8 +207,8 @@ def test_the_sensitivity_line_counts_rows_whose_workers_were_counted_as_not_hand
     assert (seen.work_counted, seen.work_workers, seen.work_handoff) == (2, 1, 1)
     assert sensitivity_text(Comparison(rows=rows)).endswith(
         "whatever its size in time; 1 of them also counts the Python calls of their worker "
-        "processes; in 1 of them that thread dispatches no operator: it hands the work to "
-        "other threads or processes, whose work is left to the clock."
+        "processes and threads; in 1 of them that thread dispatches no operator: it hands the "
+        "work to other threads or processes, whose work is left to the clock."
     )
 
 

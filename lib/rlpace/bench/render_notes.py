@@ -131,7 +131,7 @@ def sensitivity_text(comparison: Comparison, *, markdown: bool = True) -> str:
             text += (
                 f"; {s.work_workers} of them also "
                 f"{'counts' if s.work_workers == 1 else 'count'} the Python calls of "
-                "their worker processes"
+                "their worker processes and threads"
             )
         if s.work_handoff:
             text += (

@@ -103,11 +103,12 @@ class Sensitivity:
     of that work, whatever its size in time, and only the clock sees the rest."""
     work_handoff: int = 0
     """Of :attr:`work_counted`, the rows whose calling thread dispatches no operator and
-    whose worker processes were not counted: it hands the work to other threads or
-    processes, whose work is not counted."""
+    whose workers (processes, threads) were not counted: it hands the work to other
+    threads or processes, whose work is not counted."""
     work_workers: int = 0
-    """Of :attr:`work_counted`, the rows whose worker processes' Python calls were
-    counted too (:mod:`rlpace.bench.work_counts.workers`)."""
+    """Of :attr:`work_counted`, the rows whose worker processes' or other threads' Python
+    calls were counted too (:mod:`rlpace.bench.work_counts.workers`,
+    :mod:`rlpace.bench.work_counts.threads`)."""
 
     @property
     def judged(self) -> int:

@@ -10,7 +10,8 @@ operator or a Python call to that path moves these counts exactly, however busy 
 machine is. For the GPU set they are the counterpart of the CPU set's
 instruction counts; for a wall-clock case they see the calling thread's share of the
 work (a collector's batch assembly) and the Python calls of its forked worker
-processes (:mod:`~rlpace.bench.work_counts.workers`).
+processes (:mod:`~rlpace.bench.work_counts.workers`) and of its other threads
+(:mod:`~rlpace.bench.work_counts.threads`).
 
 The suite's pytest plugin counts every CUDA case, every wall-clock case and every
 CPU-clock case the count tier leaves out (``torch.compile``, the cases too slow under
@@ -41,13 +42,14 @@ repeat). :func:`~rlpace.bench.work_counts.verdict.compare_work_counts` judges ba
 
 Modules: :mod:`~rlpace.bench.work_counts.measure` (the profiler pass),
 :mod:`~rlpace.bench.work_counts.workers` (the worker processes' Python calls),
+:mod:`~rlpace.bench.work_counts.threads` (the other threads'),
 :mod:`~rlpace.bench.work_counts.verdict` (one case, base against head, pure) and
 :mod:`~rlpace.bench.work_counts.join` (the rows of a comparison, for the judge).
 
 What these counts do not see: a kernel that got slower without launching more (a
 bigger copy, a worse algorithm on the device), Python code that got slower without
-calling more (a longer loop of arithmetic), work in other threads and in processes
-not forked from the case's. The clock still judges those.
+calling more (a longer loop of arithmetic), operators run in other threads, and work
+in processes not forked from the case's. The clock still judges those.
 
 Example:
     >>> from rlpace.bench.work_counts.verdict import compare_work_counts

@@ -23,11 +23,19 @@ from __future__ import annotations
 
 import statistics
 import sys
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from rlpace.bench.work_counts.python import calls_made, is_python_label, python_calls
-from rlpace.bench.work_counts.workers import WorkerCalls, WorkersNotCounted, steady_names
+from rlpace.bench.work_counts.threads import ThreadCalls, ThreadsNotCounted
+from rlpace.bench.work_counts.workers import (
+    IDLE_JITTER_S,
+    WorkerCalls,
+    WorkersNotCounted,
+    steady_names,
+    wait_quiet,
+)
 
 __all__ = [
     "CALLS",
@@ -70,7 +78,8 @@ METRICS = {
     "ops": "aten operators dispatched, nested ones included",
     "py_calls": "Python functions and builtins called (cProfile's count)",
     "worker_py_calls": "Python functions and builtins called in the case's forked worker "
-    "processes (:mod:`rlpace.bench.work_counts.workers`)",
+    "processes (:mod:`rlpace.bench.work_counts.workers`) and its other threads "
+    "(:mod:`rlpace.bench.work_counts.threads`)",
 }
 """The metrics counted per call, and what each counts."""
 PROFILER_METRICS = ("kernels", "syncs", "copies", "ops")
@@ -344,7 +353,97 @@ def _profiled_events(prof: Any) -> list[Any]:
         return list(prof.events())
 
 
-def _stopped(children: WorkerCalls | None) -> None:
+class _Workers:
+    """The case's forked worker processes and its other threads, counted together: a
+    mark is their calls so far, once all of them are quiet, with the calls per
+    function; every other mark idles :data:`IDLE_JITTER_S` more first (see
+    :meth:`~rlpace.bench.work_counts.workers.WorkerCalls.quiet_total`).
+
+    Threads that never go quiet (a poller of a library's, left running) do not cost the
+    processes their counts: the threads are dropped, with the reason in
+    :attr:`threads_dropped`, and the marks so far kept for the processes alone.
+    """
+
+    def __init__(self, processes: WorkerCalls | None, threads: ThreadCalls | None) -> None:
+        self.processes, self.threads = processes, threads
+        self.threads_dropped = ""
+        self._marks: list[tuple[tuple[int, dict[str, int]], tuple[int, dict[str, int]]]] = []
+
+    @classmethod
+    def start(cls) -> _Workers | None:
+        """Start counting both (None: the case has neither)."""
+        processes = WorkerCalls.start()
+        dropped = ""
+        try:
+            threads = ThreadCalls.start()
+        except ThreadsNotCounted as exc:  # not CPython 3.11: the processes still count
+            if processes is None:
+                raise
+            threads, dropped = None, f"not counted: {exc}"
+        except BaseException:
+            _stopped(processes)
+            raise
+        if processes is None and threads is None:
+            return None
+        counting = cls(processes, threads)
+        counting.threads_dropped = dropped
+        return counting
+
+    @property
+    def workers(self) -> int:
+        return sum(c.workers for c in (self.processes, self.threads) if c is not None)
+
+    def _now(self) -> list[int]:
+        return [n for c in (self.processes, self.threads) if c is not None for n in c.now()]
+
+    def mark(self) -> None:
+        """Wait until every worker is quiet and keep what each side counted so far.
+
+        Raises:
+            WorkersNotCounted: the workers did not go quiet (the processes, or the
+                threads where there are no processes), or a process ended.
+        """
+        if len(self._marks) % 2 == 1:
+            time.sleep(IDLE_JITTER_S)
+        try:
+            wait_quiet(self._now)
+        except WorkersNotCounted as exc:
+            if self.processes is None or self.threads is None:
+                raise
+            wait_quiet(self.processes.now)  # the processes alone are quiet: drop the threads
+            self.threads = _stopped(self.threads)
+            self.threads_dropped = f"not counted: {exc}"
+        sides = []
+        for counting in (self.processes, self.threads):
+            if counting is None:
+                sides.append((0, {}))
+                continue
+            total = sum(counting.now())
+            if counting is self.processes:
+                self.processes.check_alive()
+            sides.append((total, counting.names()))
+        self._marks.append((sides[0], sides[1]))
+
+    def marks(self) -> list[tuple[int, dict[str, int]]]:
+        """Each mark's total and calls per function, over the sides still counted."""
+        out = []
+        for (p_total, p_names), (t_total, t_names) in self._marks:
+            if self.threads is None:
+                out.append((p_total, dict(p_names)))
+                continue
+            names = dict(p_names)
+            for label, n in t_names.items():
+                names[label] = names.get(label, 0) + n
+            out.append((p_total + t_total, names))
+        return out
+
+    def stop(self) -> None:
+        for counting in (self.threads, self.processes):
+            if counting is not None:
+                counting.stop()
+
+
+def _stopped(children: WorkerCalls | ThreadCalls | _Workers | None) -> None:
     """Turn the workers' counters off (None: none were on); always None."""
     if children is not None:
         children.stop()
@@ -380,9 +479,11 @@ def measure_work_counts(
         ``calls_made`` are left out when another profiler holds Python's profiling hook.
         With ``workers`` and :func:`~rlpace.bench.work_counts.workers.install` run before
         the case forked its workers, ``worker_py_calls`` counts per call the Python
-        calls those processes made (from quiet to quiet,
-        :class:`~rlpace.bench.work_counts.workers.WorkerCalls`) and ``workers`` says how
-        many were counted; where they could not be, ``workers`` says why and
+        calls those processes and this process's other threads made (from quiet to
+        quiet, :class:`~rlpace.bench.work_counts.workers.WorkerCalls`,
+        :class:`~rlpace.bench.work_counts.threads.ThreadCalls`) and ``workers`` says how
+        many were counted (``worker_threads``: how many of them are threads, or why the
+        threads were not counted); where none could be, ``workers`` says why and
         ``worker_py_calls`` is left out.
     In a process that has not imported torch (a suite of pure-Python cases), ``fn``
     cannot have run a torch operator: the profiler is not started (importing torch
@@ -431,16 +532,15 @@ def measure_work_counts(
     collecting = gc.isenabled()
     gc.collect()
     gc.disable()  # a collection's finalizers would land in whichever call it interrupts
-    children: WorkerCalls | None = None
-    marks: list[tuple[int, dict[str, int]]] = []
+    children: _Workers | None = None
+    counted: _Workers | None = None  # what ``children`` was, once it counted every call
     workers_said: int | str | None = None
     try:
         if workers:
             try:
-                children = WorkerCalls.start()
+                children = _Workers.start()
                 if children is not None:
-                    workers_said = children.workers
-                    marks.append((children.quiet_total(), children.names()))
+                    children.mark()
             except WorkersNotCounted as exc:
                 children, workers_said = _stopped(children), f"not counted: {exc}"
         with profiling as prof:
@@ -461,7 +561,7 @@ def measure_work_counts(
                     torch.cuda.synchronize()
                 if children is not None:
                     try:
-                        marks.append((children.quiet_total(), children.names()))
+                        children.mark()
                     except WorkersNotCounted as exc:
                         children, workers_said = _stopped(children), f"not counted: {exc}"
                 if py_totals is not None and counter is not None:
@@ -472,14 +572,22 @@ def measure_work_counts(
                     for name, n in calls_made(counter, own=py_own).items():
                         py_made.setdefault(name, [0] * calls)[i] = n
                         py_called.setdefault(name, [0] * calls)[i] = per.get(name, 0)
+        counted = children
     finally:
         _stopped(children)
         if collecting:
             gc.enable()
     events = _profiled_events(prof)
     out: dict[str, Any] = {"calls": calls, **count_events(events, calls)}
+    if counted is not None:
+        workers_said = counted.workers
+        if counted.threads is not None:
+            out["worker_threads"] = counted.threads.workers
+        elif counted.threads_dropped:
+            out["worker_threads"] = counted.threads_dropped
     if workers_said is not None:
         out["workers"] = workers_said
+        marks = counted.marks() if counted is not None else []
         if isinstance(workers_said, int) and len(marks) == calls + 1:
             pairs = list(zip(marks, marks[1:]))
             out["worker_py_calls"] = [after[0] - before[0] for before, after in pairs]

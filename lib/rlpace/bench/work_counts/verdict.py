@@ -31,10 +31,12 @@ from rlpace.bench.work_counts.measure import (
 )
 
 __all__ = [
+    "ANCHORS_MIN",
     "CLOCK_FOLLOWING",
     "CLOCK_TOLERANCE",
     "SETTLED_CALLS",
     "SETTLED_SPREAD",
+    "STEADY_TOLERANCE",
     "DECIDING",
     "JUDGED",
     "TYPICAL_SHARE",
@@ -63,6 +65,21 @@ WORKER_METRIC = "worker_py_calls"
 (:mod:`rlpace.bench.work_counts.workers`): judged like ``py_calls`` and, where their
 total follows the episodes, by the functions called equally often in every call
 (:func:`worker_names_moved`)."""
+ANCHORS_MIN = 8
+"""The fewest functions both sides' workers call equally often in every call, at the
+same count, before a steady function that differs is taken as the code's. Windows of a
+case whose workers step with the clock (envs that sleep 2 ms a step, back-pressure
+waits) have almost no steady function (0 or 1 in the suite), and one that is steady by
+chance on both sides can differ (a wait helper called 7 times a call in one process and
+8 in the other, an A/A run of the threaded sleep-bound collector); the suite's other
+worker-backed cases share 39 to 622."""
+STEADY_TOLERANCE = 0.05
+"""How far apart two nonzero steady counts of a function may be and still count as the
+same (a share of the larger). A threaded collector's server thread forms its batches
+as the threads happen to meet: in 2 of 7 processes its round function was steady, 32
+times a call in one and 33 in the other, with the helpers it calls once a round. A
+function the change adds (0 → k) or a call added to every step (k → 2k) is far past
+it."""
 WORKERS_PREFIX = "in the workers: "
 """How the comment names a function counted in the worker processes."""
 CLOCK_FOLLOWING = ("py_calls", WORKER_METRIC)
@@ -382,20 +399,29 @@ def worker_names_moved(head: Any, base: Any) -> tuple[tuple[str, float, float], 
     Steady counts repeat exactly from process to process (a function run once an env
     step), and the worker counter idles for different times between calls, so calls
     that follow the clock (a wait that polls) are not steady: a difference is the
-    code's.
+    code's. Unless the sides share at least :data:`ANCHORS_MIN` functions steady at the
+    same count, nothing is judged: where the workers step with the clock, the few
+    functions that look steady are so by chance. Two nonzero counts within
+    :data:`STEADY_TOLERANCE` of each other are taken as the same.
 
     Example:
-        >>> base = {"worker_names": {"steady": {"step": 32}, "unsteady": ["reset"],
+        >>> anchors = {f"f{i}": 32 for i in range(ANCHORS_MIN)}
+        >>> base = {"worker_names": {"steady": anchors, "unsteady": ["reset"],
         ...                          "complete": True}}
-        >>> head = {"worker_names": {"steady": {"step": 32, "isfinite": 32},
+        >>> head = {"worker_names": {"steady": {**anchors, "isfinite": 32},
         ...                          "unsteady": ["reset"], "complete": True}}
         >>> worker_names_moved(head, base)
         (('isfinite', 0.0, 32.0),)
         >>> worker_names_moved(base, base), worker_names_moved(head, {})
         ((), ())
+        >>> few = {"worker_names": {"steady": {"wait": 7}, "unsteady": [], "complete": True}}
+        >>> worker_names_moved(few, {"worker_names": {**few["worker_names"], "steady": {"wait": 8}}})
+        ()
     """
     h, b = _steady_of(head), _steady_of(base)
     if h is None or b is None:
+        return ()
+    if sum(1 for name, n in h[0].items() if b[0].get(name) == n) < ANCHORS_MIN:
         return ()
     moved = []
     for name in sorted(set(h[0]) | set(b[0])):
@@ -405,8 +431,11 @@ def worker_names_moved(head: Any, base: Any) -> tuple[tuple[str, float, float], 
                 counts.append(float(steady[name]))
             elif complete and name not in unsteady:
                 counts.append(0.0)
-        if len(counts) == 2 and counts[0] != counts[1]:
-            moved.append((name, counts[0], counts[1]))
+        if len(counts) != 2 or counts[0] == counts[1]:
+            continue
+        if min(counts) > 0 and abs(counts[1] - counts[0]) <= STEADY_TOLERANCE * max(counts):
+            continue  # steady by chance: the batches the threads happened to form
+        moved.append((name, counts[0], counts[1]))
     # the most moved first; on a tie a Python function, a better pointer than a builtin
     moved.sort(key=lambda item: (-abs(item[2] - item[1]), item[0].startswith("<")))
     return tuple(moved)

@@ -30,7 +30,9 @@ How, without the code under test taking part:
   end (:func:`~rlpace.bench.work_counts.verdict.worker_names_moved` judges them).
 - :meth:`WorkerCalls.stop` turns the counters off.
 
-What it does not see: threads (the profile hook is the worker's main thread's),
+What it does not see: the workers' own threads (the profile hook is the worker's main
+thread's; the measuring process's threads are
+:mod:`~rlpace.bench.work_counts.threads`'),
 processes started by ``spawn``, ``forkserver`` or ``exec``, and workers that never go
 quiet between calls (they run ahead on their own: the measurement then says so and
 counts nothing). Linux only (it reads ``/proc``); elsewhere :func:`install` says why
@@ -70,6 +72,7 @@ import signal
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
@@ -88,6 +91,7 @@ __all__ = [
     "builtin_label",
     "install",
     "steady_names",
+    "wait_quiet",
 ]
 
 SLOTS = 256
@@ -416,6 +420,36 @@ def _catches_signal(pid: int) -> bool:
     return False
 
 
+def wait_quiet(now: Callable[[], list[int]], limit_s: float = QUIET_LIMIT_S) -> list[int]:
+    """Each worker's calls so far (``now()``, one total per worker, in a fixed order),
+    once none is busy: two windows of :data:`QUIET_S` in a row in which none made more
+    than :data:`QUIET_CALLS` calls.
+
+    Raises:
+        WorkersNotCounted: they did not go quiet within ``limit_s`` (they work between
+            calls, so a call's share cannot be told).
+
+    Example:
+        >>> wait_quiet(lambda: [5, 7])
+        [5, 7]
+    """
+    deadline = time.monotonic() + limit_s
+    before = now()
+    quiet = 0
+    while quiet < 2:
+        time.sleep(QUIET_S)
+        after = now()
+        grown = [n - (before[i] if i < len(before) else 0) for i, n in enumerate(after)]
+        quiet = quiet + 1 if all(g <= QUIET_CALLS for g in grown) else 0
+        before = after
+        if quiet < 2 and time.monotonic() > deadline:
+            raise WorkersNotCounted(
+                f"the workers did not go quiet within {limit_s:g} s between calls: they "
+                "work on their own, so a call's share of their work cannot be told"
+            )
+    return before
+
+
 class WorkerCalls:
     """The counting of this process's forked workers for one measurement.
 
@@ -507,22 +541,26 @@ class WorkerCalls:
         self._marks += 1
         if self._slots and self._marks % 2 == 0:
             time.sleep(IDLE_JITTER_S)
-        deadline = time.monotonic() + limit_s
-        before = [self._table.field(slot, _CALLS) for slot in self._slots]
-        quiet = 0
-        while quiet < 2:
-            time.sleep(QUIET_S)
-            now = [self._table.field(slot, _CALLS) for slot in self._slots]
-            quiet = quiet + 1 if all(n - b <= QUIET_CALLS for n, b in zip(now, before)) else 0
-            before = now
-            if quiet < 2 and time.monotonic() > deadline:
-                raise WorkersNotCounted(
-                    f"the worker processes did not go quiet within {limit_s:g} s between "
-                    "calls: they work on their own, so a call's share of their work "
-                    "cannot be told"
-                )
+        totals = wait_quiet(self.now, limit_s)
+        self.check_alive()
+        return sum(totals)
+
+    def now(self) -> list[int]:
+        """The calls counted so far in each worker.
+
+        Example:
+            >>> WorkerCalls(None, [], []).now()
+            []
+        """
+        return [self._table.field(slot, _CALLS) for slot in self._slots]
+
+    def check_alive(self) -> None:
+        """Raise :class:`WorkersNotCounted` when a counted worker has ended.
+
+        Example:
+            >>> WorkerCalls(None, [], []).check_alive()
+        """
         _ended_during(self._pids)
-        return sum(before)
 
     def names(self, ack_s: float = ACK_S) -> dict[str, int]:
         """The calls counted so far per function (``py_calls``' names), summed over the
