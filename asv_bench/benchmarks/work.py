@@ -42,6 +42,15 @@ def _workers_counted() -> bool:
     return install() == ""
 
 
+def _newest_thread() -> int:
+    """The newest thread's mark, where this commit's rlpace counts threads (else 0)."""
+    try:
+        from rlpace.bench.work_counts.threads import newest_thread
+    except ImportError:
+        return 0
+    return newest_thread()
+
+
 def _count(c, params: dict, workers: bool = False) -> dict:
     """The median work per call of one case, built, warmed up, counted, torn down; with
     ``workers``, the steady calls of its forked workers and other threads too
@@ -52,10 +61,13 @@ def _count(c, params: dict, workers: bool = False) -> dict:
     from rlpace.bench.work_counts.verdict import describe_counts
 
     torch.set_num_threads(1)
+    since = _newest_thread() if workers else 0
     timed = c.make(**params)
     try:
         timed.fn()
         extra = {"workers": True} if workers else {}
+        if since:  # only the threads this case started, not those earlier cases left
+            extra["threads_since"] = since
         measured = measure_work_counts(timed.fn, cuda=False, **extra)
         out = describe_counts(measured)
         steady = (measured.get("worker_names") or {}).get("steady")

@@ -14,7 +14,12 @@ import threading
 import pytest
 from tests.bench.fixtures.worker_probe import run as run_probe
 
-from rlpace.bench.work_counts.threads import ThreadCalls, ThreadsNotCounted, threads_countable
+from rlpace.bench.work_counts.threads import (
+    ThreadCalls,
+    ThreadsNotCounted,
+    newest_thread,
+    threads_countable,
+)
 from rlpace.bench.work_counts.verdict import WORKERS_PREFIX, compare_work_counts
 
 CHECK = "fixtures/worker_probe.py:_check"
@@ -135,3 +140,38 @@ def test_a_counter_that_does_not_build_is_said_so(monkeypatch, tmp_path):
     assert why.startswith("the threads' profile function could not be built: gcc could not ")
     assert "counter.c" in why
     assert list((tmp_path / "cache").glob("*")) == []  # nothing half-written is kept
+
+
+def _older(n: int) -> int:
+    return n
+
+
+def _newer(n: int) -> int:
+    return n
+
+
+def test_threads_started_before_the_mark_are_left_out():
+    # a case's threads start after the plugin's mark; those earlier cases left are not its
+    go = threading.Event()
+
+    def work(fn):
+        go.wait()
+        for i in range(10):
+            fn(i)
+
+    older = threading.Thread(target=work, args=(_older,), daemon=True)
+    older.start()
+    mark = newest_thread()
+    newer = threading.Thread(target=work, args=(_newer,), daemon=True)
+    newer.start()
+    counting = ThreadCalls.start(since=mark)
+    try:
+        assert counting.workers == 1
+        go.set()
+        older.join(10)
+        newer.join(10)
+        names = counting.names()
+    finally:
+        counting.stop()
+    assert names["bench/test_thread_counts.py:_newer"] == 10
+    assert "bench/test_thread_counts.py:_older" not in names

@@ -61,6 +61,7 @@ from rlpace.bench.work_counts.measure import (
     measure_work_counts,
     skipped_impls,
 )
+from rlpace.bench.work_counts.threads import newest_thread
 from rlpace.bench.work_counts.workers import install as install_worker_counts
 
 
@@ -239,6 +240,8 @@ def pytest_pyfunc_call(pyfuncitem):
         if not torch.cuda.is_available():
             pytest.skip("GPU set: no CUDA device is available on this machine")
     _apply_threads(pyfuncitem.config)
+    # the threads this case starts are counted with its workers; older ones are not its
+    since = newest_thread() if pyfuncitem.config.rlpace_worker_counts else 0
     try:
         timed = c.make(**params)
     except SkipCase as exc:
@@ -264,7 +267,7 @@ def pytest_pyfunc_call(pyfuncitem):
         elif runs_in == "timed":  # the wall clock, or the CPU clock declared out of the count
             # tier: sized rounds either way; the latter's work counted in fewer calls
             calls = CALLS if timer == "wall" else DECLARED_OUT_CALLS
-            _time_sized(benchmark, timed.fn, config, count, pyfuncitem.nodeid, calls)
+            _time_sized(benchmark, timed.fn, config, count, pyfuncitem.nodeid, calls, since)
         else:  # counted: its counts judge it, its time is shown
             _meet(benchmark, config, pyfuncitem.nodeid)  # before pytest-benchmark's warm-up
             benchmark(timed.fn)
@@ -274,7 +277,7 @@ def pytest_pyfunc_call(pyfuncitem):
     return True
 
 
-def _time_sized(benchmark, fn, config, count, nodeid, calls=CALLS):
+def _time_sized(benchmark, fn, config, count, nodeid, calls=CALLS, since=0):
     """Rounds sized from the mean cost of a window of calls (see ``size_rounds``), at
     least ``$RLPACE_BENCH_WALL_ROUNDS``'s floor of them; in a duet
     (``$RLPACE_BENCH_DUET_SYNC``), warmed up, sized and timed once the other side is
@@ -310,7 +313,7 @@ def _time_sized(benchmark, fn, config, count, nodeid, calls=CALLS):
     if count:  # CPU work: never initialize CUDA in this process
         workers = config.rlpace_worker_counts
         benchmark.extra_info[EXTRA_INFO_KEY] = _work_counts(
-            fn, cuda=False, calls=calls, workers=workers
+            fn, cuda=False, calls=calls, workers=workers, threads_since=since
         )
 
 
@@ -363,13 +366,15 @@ the cases too slow under Valgrind), whose work is counted instead, on the CPU al
 in 4 make a typical call): each call costs up to a fifth of a second."""
 
 
-def _work_counts(fn, cuda=None, calls=CALLS, workers=False):
+def _work_counts(fn, cuda=None, calls=CALLS, workers=False, threads_since=0):
     """The kernels, syncs, copies, aten ops and Python calls of a few more calls, counted
     after the timing (see :mod:`rlpace.bench.work_counts`; ``cuda``: profile the device
     too, None: when CUDA is available; ``workers``: count the Python calls of the case's
-    forked worker processes too); an error is kept, not raised: the timing stands
-    without the counts."""
+    forked worker processes and of the threads started since ``threads_since`` too); an
+    error is kept, not raised: the timing stands without the counts."""
     try:
-        return measure_work_counts(fn, cuda=cuda, calls=calls, workers=workers)
+        return measure_work_counts(
+            fn, cuda=cuda, calls=calls, workers=workers, threads_since=threads_since
+        )
     except Exception as exc:  # the profiler can be missing or busy; the timing stands
         return {"error": f"{type(exc).__name__}: {exc}"[:300]}

@@ -370,12 +370,12 @@ class _Workers:
         self._marks: list[tuple[tuple[int, dict[str, int]], tuple[int, dict[str, int]]]] = []
 
     @classmethod
-    def start(cls) -> _Workers | None:
+    def start(cls, threads_since: int = 0) -> _Workers | None:
         """Start counting both (None: the case has neither)."""
         processes = WorkerCalls.start()
         dropped = ""
         try:
-            threads = ThreadCalls.start()
+            threads = ThreadCalls.start(threads_since)
         except ThreadsNotCounted as exc:  # not CPython 3.11: the processes still count
             if processes is None:
                 raise
@@ -458,7 +458,12 @@ class _NoEvents:
 
 
 def measure_work_counts(
-    fn: Callable[[], Any], *, calls: int = CALLS, cuda: bool | None = None, workers: bool = False
+    fn: Callable[[], Any],
+    *,
+    calls: int = CALLS,
+    cuda: bool | None = None,
+    workers: bool = False,
+    threads_since: int = 0,
 ) -> dict[str, Any]:
     """Profile ``calls`` calls of ``fn`` (already warm) and return their per-call counts.
 
@@ -484,7 +489,9 @@ def measure_work_counts(
         :class:`~rlpace.bench.work_counts.threads.ThreadCalls`) and ``workers`` says how
         many were counted (``worker_threads``: how many of them are threads, or why the
         threads were not counted); where none could be, ``workers`` says why and
-        ``worker_py_calls`` is left out.
+        ``worker_py_calls`` is left out. ``threads_since`` counts only the threads
+        started after that mark (:func:`~rlpace.bench.work_counts.threads.newest_thread`,
+        taken before the case was built): not those earlier cases left behind.
     In a process that has not imported torch (a suite of pure-Python cases), ``fn``
     cannot have run a torch operator: the profiler is not started (importing torch
     for it would cost more than the case), the operator metrics are zero and
@@ -538,7 +545,7 @@ def measure_work_counts(
     try:
         if workers:
             try:
-                children = _Workers.start()
+                children = _Workers.start(threads_since)
                 if children is not None:
                     children.mark()
             except WorkersNotCounted as exc:

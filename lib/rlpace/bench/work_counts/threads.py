@@ -57,7 +57,7 @@ from rlpace.bench._compile import CompileFailed, compile_library
 from rlpace.bench.work_counts.python import is_wait_code, python_label
 from rlpace.bench.work_counts.workers import WorkersNotCounted, builtin_label
 
-__all__ = ["ThreadCalls", "ThreadsNotCounted", "threads_countable"]
+__all__ = ["ThreadCalls", "ThreadsNotCounted", "newest_thread", "threads_countable"]
 
 COUNTER_SOURCE = Path(__file__).with_name("_thread_counter.c")
 """The C profile function, compiled on first use."""
@@ -147,6 +147,24 @@ def _api() -> Any:
     return api
 
 
+def newest_thread() -> int:
+    """The id of the newest thread state now (0 where threads cannot be counted): threads
+    started later have higher ids, so a mark taken before a case is built tells its
+    threads from those earlier cases left behind (:meth:`ThreadCalls.start`).
+
+    Example:
+        >>> before = newest_thread()
+        >>> t = threading.Thread(target=lambda: None); t.start(); t.join()
+        >>> newest_thread() >= before
+        True
+    """
+    if threads_countable():
+        return 0
+    api = _api()
+    me = api.PyThreadState_Get()
+    return max([api.PyThreadState_GetID(me)] + [i for _, i in _states(api)])
+
+
 def _states(api: Any) -> list[tuple[int, int]]:
     """Every thread state of this interpreter but the calling thread's: (address, id).
     The GIL is held throughout (a ``ctypes.pythonapi`` call keeps it), so none ends
@@ -195,8 +213,9 @@ class ThreadCalls:
         return len(self._states)
 
     @classmethod
-    def start(cls) -> ThreadCalls | None:
-        """Install the counter in every other live thread; None when there is none.
+    def start(cls, since: int = 0) -> ThreadCalls | None:
+        """Install the counter in every other live thread started after the mark
+        ``since`` (:func:`newest_thread`; 0: all of them); None when there is none.
 
         Raises:
             ThreadsNotCounted: they cannot be counted here (:func:`threads_countable`
@@ -212,7 +231,7 @@ class ThreadCalls:
                 return None  # no other thread to count anyway
             raise ThreadsNotCounted(why)
         api = _api()
-        states = _states(api)
+        states = [(state, i) for state, i in _states(api) if i > since]
         if not states:
             return None
         counting = cls(api, states)
