@@ -64,8 +64,10 @@ EXTRA_INFO_KEY = "work_counts"
 ENV = "RLPACE_BENCH_WORK_COUNTS"
 """``0`` turns the counting off in the suite's plugin (``1``, or unset: on)."""
 WORKERS_ENV = "RLPACE_BENCH_WORKER_COUNTS"
-"""``0`` leaves the worker processes uncounted (:mod:`rlpace.bench.work_counts.workers`:
-no fork hooks, no signals) while the rest is counted; ``1``, or unset: counted."""
+"""``0`` leaves the worker processes and the case's other threads uncounted
+(:mod:`rlpace.bench.work_counts.workers`: no fork hooks, no signals;
+:mod:`rlpace.bench.work_counts.threads`) while the rest is counted; ``1``, or unset:
+counted."""
 SKIP_ENV = "RLPACE_BENCH_WORK_COUNTS_SKIP"
 """Comma-separated ``impl`` values whose cases the suite's plugin does not count
 (unset or empty: every case is counted)."""
