@@ -43,6 +43,7 @@ repeat). :func:`~rlpace.bench.work_counts.verdict.compare_work_counts` judges ba
 Modules: :mod:`~rlpace.bench.work_counts.measure` (the profiler pass),
 :mod:`~rlpace.bench.work_counts.workers` (the worker processes' Python calls),
 :mod:`~rlpace.bench.work_counts.threads` (the other threads'),
+:mod:`~rlpace.bench.work_counts.marks` (both read from quiet to quiet),
 :mod:`~rlpace.bench.work_counts.verdict` (one case, base against head, pure) and
 :mod:`~rlpace.bench.work_counts.join` (the rows of a comparison, for the judge).
 

@@ -23,19 +23,12 @@ from __future__ import annotations
 
 import statistics
 import sys
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from rlpace.bench.work_counts.marks import WorkerMarks, stopped
 from rlpace.bench.work_counts.python import calls_made, is_python_label, python_calls
-from rlpace.bench.work_counts.threads import ThreadCalls, ThreadsNotCounted
-from rlpace.bench.work_counts.workers import (
-    IDLE_JITTER_S,
-    WorkerCalls,
-    WorkersNotCounted,
-    steady_names,
-    wait_quiet,
-)
+from rlpace.bench.work_counts.workers import WorkersNotCounted, steady_names
 
 __all__ = [
     "CALLS",
@@ -355,103 +348,6 @@ def _profiled_events(prof: Any) -> list[Any]:
         return list(prof.events())
 
 
-class _Workers:
-    """The case's forked worker processes and its other threads, counted together: a
-    mark is their calls so far, once all of them are quiet, with the calls per
-    function; every other mark idles :data:`IDLE_JITTER_S` more first (see
-    :meth:`~rlpace.bench.work_counts.workers.WorkerCalls.quiet_total`).
-
-    Threads that never go quiet (a poller of a library's, left running) do not cost the
-    processes their counts: the threads are dropped, with the reason in
-    :attr:`threads_dropped`, and the marks so far kept for the processes alone.
-    """
-
-    def __init__(self, processes: WorkerCalls | None, threads: ThreadCalls | None) -> None:
-        self.processes, self.threads = processes, threads
-        self.threads_dropped = ""
-        self._marks: list[tuple[tuple[int, dict[str, int]], tuple[int, dict[str, int]]]] = []
-
-    @classmethod
-    def start(cls, threads_since: int = 0) -> _Workers | None:
-        """Start counting both (None: the case has neither)."""
-        processes = WorkerCalls.start()
-        dropped = ""
-        try:
-            threads = ThreadCalls.start(threads_since)
-        except ThreadsNotCounted as exc:  # not CPython 3.11: the processes still count
-            if processes is None:
-                raise
-            threads, dropped = None, f"not counted: {exc}"
-        except BaseException:
-            _stopped(processes)
-            raise
-        if processes is None and threads is None:
-            return None
-        counting = cls(processes, threads)
-        counting.threads_dropped = dropped
-        return counting
-
-    @property
-    def workers(self) -> int:
-        return sum(c.workers for c in (self.processes, self.threads) if c is not None)
-
-    def _now(self) -> list[int]:
-        return [n for c in (self.processes, self.threads) if c is not None for n in c.now()]
-
-    def mark(self) -> None:
-        """Wait until every worker is quiet and keep what each side counted so far.
-
-        Raises:
-            WorkersNotCounted: the workers did not go quiet (the processes, or the
-                threads where there are no processes), or a process ended.
-        """
-        if len(self._marks) % 2 == 1:
-            time.sleep(IDLE_JITTER_S)
-        try:
-            wait_quiet(self._now)
-        except WorkersNotCounted as exc:
-            if self.processes is None or self.threads is None:
-                raise
-            wait_quiet(self.processes.now)  # the processes alone are quiet: drop the threads
-            self.threads = _stopped(self.threads)
-            self.threads_dropped = f"not counted: {exc}"
-        sides = []
-        for counting in (self.processes, self.threads):
-            if counting is None:
-                sides.append((0, {}))
-                continue
-            total = sum(counting.now())
-            if counting is self.processes:
-                self.processes.check_alive()
-            sides.append((total, counting.names()))
-        self._marks.append((sides[0], sides[1]))
-
-    def marks(self) -> list[tuple[int, dict[str, int]]]:
-        """Each mark's total and calls per function, over the sides still counted."""
-        out = []
-        for (p_total, p_names), (t_total, t_names) in self._marks:
-            if self.threads is None:
-                out.append((p_total, dict(p_names)))
-                continue
-            names = dict(p_names)
-            for label, n in t_names.items():
-                names[label] = names.get(label, 0) + n
-            out.append((p_total + t_total, names))
-        return out
-
-    def stop(self) -> None:
-        for counting in (self.threads, self.processes):
-            if counting is not None:
-                counting.stop()
-
-
-def _stopped(children: WorkerCalls | ThreadCalls | _Workers | None) -> None:
-    """Turn the workers' counters off (None: none were on); always None."""
-    if children is not None:
-        children.stop()
-    return None
-
-
 class _NoEvents:
     """The profile of a process without torch: no operator events."""
 
@@ -541,17 +437,17 @@ def measure_work_counts(
     collecting = gc.isenabled()
     gc.collect()
     gc.disable()  # a collection's finalizers would land in whichever call it interrupts
-    children: _Workers | None = None
-    counted: _Workers | None = None  # what ``children`` was, once it counted every call
+    children: WorkerMarks | None = None
+    counted: WorkerMarks | None = None  # what ``children`` was, once it counted every call
     workers_said: int | str | None = None
     try:
         if workers:
             try:
-                children = _Workers.start(threads_since)
+                children = WorkerMarks.start(threads_since)
                 if children is not None:
                     children.mark()
             except WorkersNotCounted as exc:
-                children, workers_said = _stopped(children), f"not counted: {exc}"
+                children, workers_said = stopped(children), f"not counted: {exc}"
         with profiling as prof:
             for i in range(calls):
                 counter = cProfile.Profile() if py_totals is not None else None
@@ -572,7 +468,7 @@ def measure_work_counts(
                     try:
                         children.mark()
                     except WorkersNotCounted as exc:
-                        children, workers_said = _stopped(children), f"not counted: {exc}"
+                        children, workers_said = stopped(children), f"not counted: {exc}"
                 if py_totals is not None and counter is not None:
                     total, per = python_calls(counter)
                     py_totals.append(total)
@@ -583,7 +479,7 @@ def measure_work_counts(
                         py_called.setdefault(name, [0] * calls)[i] = per.get(name, 0)
         counted = children
     finally:
-        _stopped(children)
+        stopped(children)
         if collecting:
             gc.enable()
     events = _profiled_events(prof)

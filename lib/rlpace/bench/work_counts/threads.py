@@ -31,8 +31,9 @@ Example:
     >>> def serve():
     ...     while (n := jobs.get()) is not None:
     ...         done.put(sum([abs(i) for i in range(n)]))
+    >>> since = newest_thread()  # threads started before it are not this example's
     >>> worker = threading.Thread(target=serve, daemon=True); worker.start()
-    >>> counting = ThreadCalls.start()
+    >>> counting = ThreadCalls.start(since)
     >>> counting.workers
     1
     >>> before = sum(counting.now())
