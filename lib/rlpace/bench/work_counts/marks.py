@@ -31,7 +31,7 @@ class WorkerMarks:
     """The case's forked worker processes and its other threads, counted together: a
     mark is their calls so far, once all of them are quiet, with the calls per
     function; every other mark idles :data:`IDLE_JITTER_S` more first (see
-    :meth:`~rlpace.bench.work_counts.workers.WorkerCalls.quiet_total`).
+    :func:`~rlpace.bench.work_counts.workers.wait_quiet`).
 
     Threads that never go quiet (a poller of a library's, left running) do not cost the
     processes their counts: the threads are dropped, with the reason in

@@ -19,10 +19,12 @@ How, without the code under test taking part:
   standard library's waits are left out: the calls made inside them, as ``py_calls``
   leaves them out, and, unlike ``py_calls``, the call to the wait itself (a pipe's
   ``send``), whose module is the waits'.
-- :meth:`WorkerCalls.quiet_total` waits until no worker is busy (none made more than
-  :data:`QUIET_CALLS` calls in :data:`QUIET_S`, twice in a row) and returns the sum:
-  read before and after each measured call, their difference is the work the call
-  caused in its workers, the batches it took and those they made ready again.
+- :func:`wait_quiet` waits until no worker is busy (none made more than
+  :data:`QUIET_CALLS` calls in :data:`QUIET_S`, twice in a row) and returns their
+  counts (:meth:`WorkerCalls.now`): read before and after each measured call, their
+  difference is the work the call caused in its workers, the batches it took and those
+  they made ready again (:class:`~rlpace.bench.work_counts.marks.WorkerMarks` takes
+  these marks for the workers and the case's threads together).
 - :meth:`WorkerCalls.names` has each worker write its calls per function (as
   ``py_calls`` names them) at a mark; :func:`steady_names` keeps, from the windows
   between marks, the functions called equally often in every call, which repeat
@@ -53,10 +55,10 @@ Example:
     >>> counting = WorkerCalls.start()
     >>> counting.workers
     1
-    >>> before = counting.quiet_total()
+    >>> before = sum(wait_quiet(counting.now))
     >>> here.send(True); here.recv()
     4950
-    >>> counting.quiet_total() - before  # the list, 100 abs and sum (the pipe's are waits)
+    >>> sum(wait_quiet(counting.now)) - before  # the list, 100 abs, sum (the pipe's: waits)
     102
     >>> counting.stop(); here.send(False); proc.join()
 """
@@ -97,15 +99,16 @@ __all__ = [
 SLOTS = 256
 """Processes the table can hold at once; a slot whose process has ended is taken again."""
 QUIET_S = 0.03
-"""How long a window :meth:`WorkerCalls.quiet_total` watches for calls."""
+"""How long a window :func:`wait_quiet` watches for calls."""
 QUIET_CALLS = 32
 """The most calls a worker may make in a window and still count as idle: a worker
 that polls while it waits (a semaphore with a time-out) makes a few calls every
 tenth of a second; one that works makes thousands in a window."""
 QUIET_LIMIT_S = 2.0
-"""How long :meth:`WorkerCalls.quiet_total` waits for the workers to go quiet."""
+"""How long :func:`wait_quiet` waits for the workers to go quiet."""
 IDLE_JITTER_S = 0.15
-"""Extra idle time before every other quiet mark (:meth:`WorkerCalls.quiet_total`): a
+"""Extra idle time before every other quiet mark
+(:meth:`~rlpace.bench.work_counts.marks.WorkerMarks.mark`): a
 worker that polls while it waits (every 0.1 s in rlpace's multi-process collector)
 then makes a different number of calls in alternate windows, so that work following
 the clock never looks steady (:func:`steady_names`)."""
@@ -464,7 +467,6 @@ class WorkerCalls:
         self._table = table
         self._slots = slots
         self._pids = pids
-        self._marks = 0
 
     @property
     def workers(self) -> int:
@@ -523,27 +525,6 @@ class WorkerCalls:
                 )
             time.sleep(0.001)
         return counting
-
-    def quiet_total(self, limit_s: float = QUIET_LIMIT_S) -> int:
-        """The calls counted so far, summed over the workers, once no worker is busy
-        (two windows of :data:`QUIET_S` in a row with at most :data:`QUIET_CALLS` calls
-        each); every other mark first idles :data:`IDLE_JITTER_S` more.
-
-        Raises:
-            WorkersNotCounted: the workers did not go quiet within ``limit_s`` (they work
-                between calls, so a call's share cannot be told).
-
-        Example:
-            >>> install(); WorkerCalls(_TABLE, [], []).quiet_total()
-            ''
-            0
-        """
-        self._marks += 1
-        if self._slots and self._marks % 2 == 0:
-            time.sleep(IDLE_JITTER_S)
-        totals = wait_quiet(self.now, limit_s)
-        self.check_alive()
-        return sum(totals)
 
     def now(self) -> list[int]:
         """The calls counted so far in each worker.
