@@ -221,19 +221,21 @@ def install(slots: int = SLOTS) -> str:
     return ""
 
 
-def _state(pid: int) -> bytes:
-    """``pid``'s state letter from ``/proc/<pid>/stat`` (``b""``: no such process)."""
+def _stat(pid: int) -> list[bytes]:
+    """The fields of ``/proc/<pid>/stat`` after the command name, the state letter
+    first (``[]``: no such process)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             stat = f.read()
     except OSError:
-        return b""
-    return stat[stat.rfind(b")") + 2 :][:1]
+        return []
+    return stat[stat.rfind(b")") + 2 :].split()
 
 
 def _alive(pid: int) -> bool:
     """Whether ``pid`` still runs: a zombie (killed, not yet reaped) has ended."""
-    return _state(pid) not in (b"", b"Z", b"X")
+    fields = _stat(pid)
+    return bool(fields) and fields[0] not in (b"Z", b"X")
 
 
 def _poke(pid: int) -> None:
@@ -391,12 +393,7 @@ def _counter(cells: Any, index: int) -> Any:
 
 def _parent_of(pid: int) -> int:
     """``pid``'s parent (0: gone), from ``/proc/<pid>/stat``."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return 0
-    fields = stat[stat.rfind(b")") + 2 :].split()
+    fields = _stat(pid)
     return int(fields[1]) if len(fields) > 1 and fields[0] != b"Z" else 0
 
 
