@@ -20,7 +20,7 @@ from rlpace.bench.work_counts.threads import (
     newest_thread,
     threads_countable,
 )
-from rlpace.bench.work_counts.verdict import WORKERS_PREFIX, compare_work_counts
+from rlpace.bench.work_counts.verdict import ANCHORS_MIN, WORKERS_PREFIX, compare_work_counts
 
 CHECK = "fixtures/worker_probe.py:_check"
 NOT_QUIET = "not counted: the workers did not go quiet within 2 s between calls"
@@ -48,6 +48,35 @@ def test_a_check_a_thread_runs_is_flagged_and_named(plain):
     moved = {name: (base, now) for name, base, now in change.names}
     assert moved[WORKERS_PREFIX + CHECK] == (0.0, 16.0)
     assert change.summary().endswith(f"; the workers call {CHECK} 0 → 16 times a call")
+
+
+@pytest.fixture(scope="module")
+def ragged() -> dict:
+    return run_probe("thread-ragged", 0)
+
+
+def test_where_the_steps_a_call_vary_nothing_is_steady_but_the_work_is_rated(ragged):
+    again = run_probe("thread-ragged", 5)
+    names = ragged["worker_names"]
+    assert len(names["steady"]) < ANCHORS_MIN  # the steady calls cannot be judged
+    step = "fixtures/worker_probe.py:_step"
+    assert step in names["unsteady"] and step in names["rated"]
+    assert "fixtures/worker_probe.py:_reset" not in names["rated"]  # it follows the episodes
+    assert names["rated"][step] != again["worker_names"]["rated"][step]  # another pace
+    assert compare_work_counts("t", again, ragged).verdict == "same"
+    assert compare_work_counts("t", ragged, again).verdict == "same"
+
+
+def test_a_check_is_flagged_where_nothing_is_steady_at_the_bases_pace(ragged):
+    head = run_probe("thread-ragged-check", 3)
+    change = compare_work_counts("t", head, ragged)
+    assert change.verdict == "regression" and change.moved == ("worker_py_calls",)
+    moved = {name: (base, now) for name, base, now in change.names}
+    base_steps = ragged["worker_names"]["rated"]["fixtures/worker_probe.py:_step"]
+    assert moved[WORKERS_PREFIX + CHECK] == (0.0, round(base_steps, 1))
+    gone = compare_work_counts("t", ragged, head)  # the check taken out
+    assert gone.verdict == "improvement"
+    assert {name for name, _, _ in gone.names} >= {WORKERS_PREFIX + CHECK}
 
 
 def test_threads_that_come_and_go_leave_the_steady_calls_as_they_were(plain):

@@ -21,6 +21,7 @@ from rlpace.bench.comparison import BenchmarkChange, Comparison, Verdict
 from rlpace.bench.render import render_report
 from rlpace.bench.work_counts.verdict import (
     ANCHORS_MIN,
+    RATED_MIN_CALLS,
     WORKERS_PREFIX,
     compare_work_counts,
     worker_names_moved,
@@ -110,8 +111,77 @@ def test_a_child_that_ran_exec_is_left_alone():
 
 def test_steady_names_keeps_the_most_called_when_there_are_too_many():
     windows = [{"a": 3, "b": 1, "c": 2}, {"a": 3, "b": 1, "c": 5}]
-    assert steady_names(windows, limit=1) == {"steady": {"a": 3}, "unsteady": [], "complete": False}
-    assert steady_names([]) == {"steady": {}, "unsteady": [], "complete": True}
+    assert steady_names(windows, limit=1) == {
+        "steady": {"a": 3},
+        "unsteady": [],
+        "complete": False,
+        "rated": {},
+    }
+    assert steady_names([]) == {"steady": {}, "unsteady": [], "complete": True, "rated": {}}
+
+
+def test_rated_names_are_those_called_in_proportion_to_the_work():
+    # steps per call follow the clock; a reset follows the episodes; one wait helper
+    # is called once a call whatever the steps
+    steps = [250, 262, 255, 248]
+    windows = [
+        {"step": n, "obs": 2 * n, "reset": r, "wait": 1}
+        for n, r in zip(steps, [3, 9, 1, 6], strict=True)
+    ]
+    names = steady_names(windows)
+    assert names["steady"] == {"wait": 1}
+    assert names["rated"] == {"step": 253.75, "obs": 507.5}
+
+
+def _rated_side(rated: dict, steady=None, unsteady=(), complete=True) -> dict:
+    seen = sorted(set(rated) | set(unsteady))
+    return {
+        "worker_names": {
+            "steady": dict(steady or {}),
+            "unsteady": seen,
+            "complete": complete,
+            "rated": rated,
+        }
+    }
+
+
+STEPPED = {f"per_step{i}": 256.0 for i in range(ANCHORS_MIN)}
+
+
+def test_where_nothing_is_steady_a_function_new_to_the_rated_ones_is_judged():
+    faster = {name: 300.0 for name in STEPPED}  # another pace: the clock's
+    head = _rated_side({**faster, "isfinite": 300.0})
+    assert worker_names_moved(head, _rated_side(STEPPED)) == (("isfinite", 0.0, 256.0),)
+    assert worker_names_moved(_rated_side(STEPPED), head) == (("isfinite", 300.0, 0.0),)
+    assert worker_names_moved(_rated_side(faster), _rated_side(STEPPED)) == ()
+    # not where the base may have called it (it does not list every function), nor
+    # where it called it out of proportion, nor under RATED_MIN_CALLS a call
+    assert worker_names_moved(head, _rated_side(STEPPED, complete=False)) == ()
+    assert worker_names_moved(head, _rated_side(STEPPED, unsteady=["isfinite"])) == ()
+    rare = _rated_side({**faster, "wait_for_room": (RATED_MIN_CALLS - 1) * 300 / 256})
+    assert worker_names_moved(rare, _rated_side(STEPPED)) == ()
+
+
+def test_rated_functions_called_more_or_too_few_agreeing_are_not_judged():
+    # an A/A pair of the threaded sleep-bound collector: its server's rounds took 1.55
+    # times the share of the calls in one process, the steps the same
+    rounds = {f"per_round{i}": 165.0 for i in range(3)}
+    base = _rated_side({**STEPPED, **rounds})
+    head = _rated_side({**STEPPED, **{name: 256.0 for name in rounds}})
+    assert worker_names_moved(head, base) == ()
+    few = dict(list(STEPPED.items())[: ANCHORS_MIN - 1])
+    assert worker_names_moved(_rated_side({**few, "isfinite": 256.0}), _rated_side(few)) == ()
+    # half the functions at another pace: no pace agreed on, nothing judged
+    split = {**STEPPED, **{f"other{i}": 100.0 for i in range(ANCHORS_MIN)}}
+    moved = {**STEPPED, **{f"other{i}": 200.0 for i in range(ANCHORS_MIN)}, "isfinite": 256.0}
+    assert worker_names_moved(_rated_side(moved), _rated_side(split)) == ()
+
+
+def test_the_rated_level_is_left_alone_where_enough_is_steady():
+    steady = {f"anchor{i}": 16 for i in range(ANCHORS_MIN)}
+    head = _rated_side({**STEPPED, "isfinite": 256.0}, steady=steady)
+    base = _rated_side(STEPPED, steady=steady)
+    assert worker_names_moved(head, base) == ()  # the steady calls judged: none moved
 
 
 def _side(steady: dict, unsteady=(), complete=True) -> dict:

@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import Counter
 from collections.abc import Mapping
@@ -32,6 +33,7 @@ from rlpace.bench.work_counts.measure import (
 
 __all__ = [
     "ANCHORS_MIN",
+    "RATED_MIN_CALLS",
     "CLOCK_FOLLOWING",
     "CLOCK_TOLERANCE",
     "SETTLED_CALLS",
@@ -80,6 +82,12 @@ as the threads happen to meet: in 2 of 7 processes its round function was steady
 times a call in one and 33 in the other, with the helpers it calls once a round. A
 function the change adds (0 → k) or a call added to every step (k → 2k) is far past
 it."""
+RATED_MIN_CALLS = 16
+"""The fewest calls a call a ``rated`` function
+(:func:`~rlpace.bench.work_counts.workers.steady_names`) must make to be judged where
+nothing is steady: a function called once a step of the suite's envs makes 256; one
+that a wait calls now and then (a back-pressure helper, 1 to 8 times a call) is left
+to the clock."""
 WORKERS_PREFIX = "in the workers: "
 """How the comment names a function counted in the worker processes."""
 CLOCK_FOLLOWING = ("py_calls", WORKER_METRIC)
@@ -368,13 +376,17 @@ def compare_work_counts(test_id: str, head: Any, base: Any) -> WorkChange:
     )
 
 
-def _steady_of(raw: Any) -> tuple[dict[str, int], frozenset[str], bool] | None:
+def _steady_of(
+    raw: Any,
+) -> tuple[dict[str, int], frozenset[str], bool, dict[str, float]] | None:
     """A side's ``worker_names`` (:func:`~rlpace.bench.work_counts.workers.steady_names`),
-    checked: ``(steady, unsteady, complete)``, or None when absent or not in that form."""
+    checked: ``(steady, unsteady, complete, rated)`` (``rated`` empty in records written
+    before it), or None when absent or not in that form."""
     names = raw.get("worker_names") if isinstance(raw, Mapping) else None
     if not isinstance(names, Mapping):
         return None
     steady, unsteady, complete = names.get("steady"), names.get("unsteady"), names.get("complete")
+    rated = names.get("rated", {})
     if not (
         isinstance(steady, Mapping)
         and all(
@@ -384,9 +396,18 @@ def _steady_of(raw: Any) -> tuple[dict[str, int], frozenset[str], bool] | None:
         and isinstance(unsteady, list)
         and all(isinstance(k, str) for k in unsteady)
         and isinstance(complete, bool)
+        and isinstance(rated, Mapping)
+        and all(
+            isinstance(k, str)
+            and isinstance(v, (int, float))
+            and not isinstance(v, bool)
+            and math.isfinite(v)
+            and v > 0
+            for k, v in rated.items()
+        )
     ):
         return None
-    return dict(steady), frozenset(unsteady), complete
+    return dict(steady), frozenset(unsteady), complete, {k: float(v) for k, v in rated.items()}
 
 
 def worker_names_moved(head: Any, base: Any) -> tuple[tuple[str, float, float], ...]:
@@ -400,9 +421,11 @@ def worker_names_moved(head: Any, base: Any) -> tuple[tuple[str, float, float], 
     step), and the worker counter idles for different times between calls, so calls
     that follow the clock (a wait that polls) are not steady: a difference is the
     code's. Unless the sides share at least :data:`ANCHORS_MIN` functions steady at the
-    same count, nothing is judged: where the workers step with the clock, the few
-    functions that look steady are so by chance. Two nonzero counts within
-    :data:`STEADY_TOLERANCE` of each other are taken as the same.
+    same count, the steady counts are not judged: where the workers step with the
+    clock, the few functions that look steady are so by chance. Two nonzero counts
+    within :data:`STEADY_TOLERANCE` of each other are taken as the same. There the
+    functions called in proportion to the workers' work (``rated``) are judged instead,
+    by :func:`_new_among_rated`.
 
     Example:
         >>> anchors = {f"f{i}": 32 for i in range(ANCHORS_MIN)}
@@ -422,11 +445,11 @@ def worker_names_moved(head: Any, base: Any) -> tuple[tuple[str, float, float], 
     if h is None or b is None:
         return ()
     if sum(1 for name, n in h[0].items() if b[0].get(name) == n) < ANCHORS_MIN:
-        return ()
+        return _new_among_rated(h, b)
     moved = []
     for name in sorted(set(h[0]) | set(b[0])):
         counts = []
-        for steady, unsteady, complete in (b, h):
+        for steady, unsteady, complete, _ in (b, h):
             if name in steady:
                 counts.append(float(steady[name]))
             elif complete and name not in unsteady:
@@ -438,6 +461,56 @@ def worker_names_moved(head: Any, base: Any) -> tuple[tuple[str, float, float], 
         moved.append((name, counts[0], counts[1]))
     # the most moved first; on a tie a Python function, a better pointer than a builtin
     moved.sort(key=lambda item: (-abs(item[2] - item[1]), item[0].startswith("<")))
+    return tuple(moved)
+
+
+def _new_among_rated(h: tuple, b: tuple) -> tuple[tuple[str, float, float], ...]:
+    """Where too few functions are steady (the workers step with the clock): the
+    functions called in proportion to the work on one side, at least
+    :data:`RATED_MIN_CALLS` times a call, and never on the other side (which lists
+    every function it called). ``h`` and ``b`` are :func:`_steady_of`'s.
+
+    The sides' paces differ (how many steps a call took), so the head's calls are put
+    at the base's pace: divided by the median of head / base over the functions rated
+    on both sides. Nothing is judged unless :data:`ANCHORS_MIN` of those agree with
+    that median to within :data:`STEADY_TOLERANCE`. Only a function new or gone is
+    judged, not one called more: which share of the calls a server's rounds take
+    depends on how the threads met (A/A, the threaded sleep-bound collectors: two
+    processes' rounds 1.55 times apart, their steps the same).
+
+    Example:
+        >>> base = ({}, frozenset({f"f{i}" for i in range(8)}), True,
+        ...         {f"f{i}": 256.0 for i in range(8)})
+        >>> rated = {**{f"f{i}": 260.0 for i in range(8)}, "isfinite": 260.0}
+        >>> head = ({}, frozenset(rated), True, rated)
+        >>> _new_among_rated(head, base)  # at the base's pace: 256 a call
+        (('isfinite', 0.0, 256.0),)
+        >>> _new_among_rated(base, base)
+        ()
+    """
+    (_, h_unsteady, h_complete, h_rated), (_, b_unsteady, b_complete, b_rated) = h, b
+    ratios = [
+        h_rated[name] / b_rated[name]
+        for name in set(h_rated) & set(b_rated)
+        if max(h_rated[name], b_rated[name]) >= RATED_MIN_CALLS
+    ]
+    if len(ratios) < ANCHORS_MIN:
+        return ()
+    pace = statistics.median(ratios)
+    if sum(1 for r in ratios if abs(r / pace - 1) <= STEADY_TOLERANCE) < ANCHORS_MIN:
+        return ()
+    h_seen = set(h[0]) | h_unsteady | set(h_rated)
+    b_seen = set(b[0]) | b_unsteady | set(b_rated)
+    moved = [
+        (name, 0.0, round(n / pace, 1))
+        for name, n in h_rated.items()
+        if b_complete and name not in b_seen and n / pace >= RATED_MIN_CALLS
+    ] + [
+        (name, round(n, 1), 0.0)
+        for name, n in b_rated.items()
+        if h_complete and name not in h_seen and n >= RATED_MIN_CALLS
+    ]
+    moved.sort(key=lambda item: (-abs(item[2] - item[1]), item[0].startswith("<"), item[0]))
     return tuple(moved)
 
 

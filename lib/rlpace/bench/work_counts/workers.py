@@ -87,6 +87,7 @@ __all__ = [
     "QUIET_CALLS",
     "QUIET_LIMIT_S",
     "QUIET_S",
+    "SHARE_TOLERANCE",
     "SLOTS",
     "WorkerCalls",
     "WorkersNotCounted",
@@ -125,19 +126,35 @@ NAMES_LIMIT = 4096
 complete, and a function missing from it is not taken as never called."""
 
 
+SHARE_TOLERANCE = 0.05
+"""How far a function's share of a window's calls may stray from its median share, as
+a part of it, for :func:`steady_names` to call it ``rated``: called in proportion to
+the workers' whole work. An env that sleeps 2 ms a step is stepped as often as the
+clock allows, so no function of its threads is called equally often in every call;
+those called once a step keep their share of the calls to within 1 % (A/A, the
+threaded sleep-bound collectors, 2026-12-07)."""
+
+
 def steady_names(windows: list[dict[str, int]], limit: int = NAMES_LIMIT) -> dict[str, Any]:
     """Which functions the workers called equally often in every measured call
     (``steady``: name -> calls a call) and which they did not (``unsteady``), from the
     calls per function of each call's window; ``complete``: every function called is
-    listed, so one missing was never called.
+    listed, so one missing was never called; ``rated``: the functions called in
+    proportion to the workers' whole work, their share of every window's calls within
+    :data:`SHARE_TOLERANCE` of their median share (name -> mean calls a call).
 
     A function run once a step is steady; one run on an episode's reset follows where
     the episodes ended, and is not. Steady counts repeat from process to process, so a
-    change in them is the code's.
+    change in them is the code's. Where the clock decides how many steps a call takes
+    (envs that sleep), nothing is steady, but what runs once a step is still
+    ``rated``: a function new to it is the code's
+    (:func:`~rlpace.bench.work_counts.verdict.worker_names_moved`).
 
     Example:
-        >>> steady_names([{"step": 16, "reset": 2}, {"step": 16, "reset": 3}])
-        {'steady': {'step': 16}, 'unsteady': ['reset'], 'complete': True}
+        >>> steady_names([{"step": 160, "reset": 2}, {"step": 160, "reset": 3}])
+        {'steady': {'step': 160}, 'unsteady': ['reset'], 'complete': True, 'rated': {'step': 160.0}}
+        >>> steady_names([{"step": 16, "check": 16}, {"step": 20, "check": 20}])["rated"]
+        {'check': 18.0, 'step': 18.0}
     """
     labels = sorted(set().union(*windows)) if windows else []
     steady: dict[str, int] = {}
@@ -148,11 +165,29 @@ def steady_names(windows: list[dict[str, int]], limit: int = NAMES_LIMIT) -> dic
             steady[label] = values.pop()
         else:
             unsteady.append(label)
+    rated = _rated(windows, labels)
     complete = len(labels) <= limit
     if not complete:  # keep the most called steady ones
         steady = dict(sorted(steady.items(), key=lambda kv: -kv[1])[:limit])
         unsteady = unsteady[: max(0, limit - len(steady))]
-    return {"steady": steady, "unsteady": unsteady, "complete": complete}
+        rated = dict(sorted(rated.items(), key=lambda kv: -kv[1])[:limit])
+    return {"steady": steady, "unsteady": unsteady, "complete": complete, "rated": rated}
+
+
+def _rated(windows: list[dict[str, int]], labels: list[str]) -> dict[str, float]:
+    """:func:`steady_names`' ``rated``: name -> mean calls a window, for the functions
+    whose share of each window's calls is within :data:`SHARE_TOLERANCE` of its median."""
+    totals = [sum(window.values()) for window in windows]
+    if len(windows) < 2 or min(totals, default=0) <= 0:
+        return {}
+    rated = {}
+    for label in labels:
+        counts = [window.get(label, 0) for window in windows]
+        shares = sorted(n / total for n, total in zip(counts, totals, strict=True))
+        middle = shares[len(shares) // 2]
+        if middle > 0 and all(abs(x - middle) <= SHARE_TOLERANCE * middle for x in shares):
+            rated[label] = round(sum(counts) / len(counts), 3)
+    return rated
 
 
 class WorkersNotCounted(RuntimeError):
