@@ -240,6 +240,18 @@ def test_worker_names_another_tool_wrote_are_not_judged(bad):
     assert worker_names_moved(bad, _side({"a": 1})) == ()
 
 
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -1.0, 0, True, "256"])
+def test_rated_calls_another_tool_wrote_are_not_judged(value):
+    head = _rated_side({**STEPPED, "isfinite": 256.0})
+    assert worker_names_moved(head, _rated_side(STEPPED)) == (("isfinite", 0.0, 256.0),)
+    bad = _rated_side({**STEPPED, "per_step0": value})
+    assert worker_names_moved(head, bad) == ()
+    assert worker_names_moved(bad, head) == ()
+    listed = _rated_side(STEPPED)
+    listed["worker_names"]["rated"] = list(STEPPED)
+    assert worker_names_moved(head, listed) == ()
+
+
 def test_the_comment_shows_the_workers_calls_and_names_the_function(plain):
     head = _probe("check", 1)
     change = compare_work_counts("t", head, plain)
