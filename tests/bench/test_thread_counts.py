@@ -41,11 +41,16 @@ def test_a_threads_calls_count_the_same_whatever_the_phase(plain):
     assert compare_work_counts("t", again, plain).verdict == "same"
 
 
-def test_a_check_a_thread_runs_is_flagged_and_named(plain):
-    head = run_probe("thread-check", 3)
-    change = compare_work_counts("t", head, plain)
+def _regression_in_the_workers(head: dict, base: dict):
+    """The work change of ``head`` against ``base``, checked to be the workers' calls'
+    regression, and its functions moved: name -> (base, head)."""
+    change = compare_work_counts("t", head, base)
     assert change.verdict == "regression" and change.moved == ("worker_py_calls",)
-    moved = {name: (base, now) for name, base, now in change.names}
+    return change, {name: (before, now) for name, before, now in change.names}
+
+
+def test_a_check_a_thread_runs_is_flagged_and_named(plain):
+    change, moved = _regression_in_the_workers(run_probe("thread-check", 3), plain)
     assert moved[WORKERS_PREFIX + CHECK] == (0.0, 16.0)
     assert change.summary().endswith(f"; the workers call {CHECK} 0 → 16 times a call")
 
@@ -69,9 +74,7 @@ def test_where_the_steps_a_call_vary_nothing_is_steady_but_the_work_is_rated(rag
 
 def test_a_check_is_flagged_where_nothing_is_steady_at_the_bases_pace(ragged):
     head = run_probe("thread-ragged-check", 3)
-    change = compare_work_counts("t", head, ragged)
-    assert change.verdict == "regression" and change.moved == ("worker_py_calls",)
-    moved = {name: (base, now) for name, base, now in change.names}
+    _, moved = _regression_in_the_workers(head, ragged)
     base_steps = ragged["worker_names"]["rated"]["fixtures/worker_probe.py:_step"]
     assert moved[WORKERS_PREFIX + CHECK] == (0.0, round(base_steps, 1))
     gone = compare_work_counts("t", ragged, head)  # the check taken out
