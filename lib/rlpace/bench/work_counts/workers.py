@@ -176,7 +176,8 @@ def steady_names(windows: list[dict[str, int]], limit: int = NAMES_LIMIT) -> dic
 
 def _rated(windows: list[dict[str, int]], labels: list[str]) -> dict[str, float]:
     """:func:`steady_names`' ``rated``: name -> mean calls a window, for the functions
-    whose share of each window's calls is within :data:`SHARE_TOLERANCE` of its median."""
+    whose share of each window's calls is within :data:`SHARE_TOLERANCE` of its median
+    (the upper of the two middle shares where the windows are even in number)."""
     totals = [sum(window.values()) for window in windows]
     if len(windows) < 2 or min(totals, default=0) <= 0:
         return {}
