@@ -47,6 +47,7 @@ Example:
 from __future__ import annotations
 
 import ctypes
+import functools
 import shutil
 import sys
 import sysconfig
@@ -132,8 +133,10 @@ def _counter() -> Any:
     return _COUNTER
 
 
+@functools.cache
 def _api() -> Any:
-    """``ctypes.pythonapi`` with the signatures used here."""
+    """``ctypes.pythonapi`` with the signatures used here (set once: the plugin asks
+    for the newest thread before every case)."""
     api = ctypes.pythonapi
     api._PyEval_SetProfile.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.py_object]
     api._PyEval_SetProfile.restype = ctypes.c_int
