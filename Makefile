@@ -49,6 +49,7 @@ ASV_FACTOR ?= 1.5
 ASV_BENCH  ?= ^cpu\.
 ASV_HISTORY ?= reports/history
 ASV_STEP   ?= 0.1
+ASV_COUNT_STEP ?= 0.01
 ASV        := $(PY) -m asv
 asv: $(STAMP)
 	@# asv prints its machine questions even with --yes: keep them out of the log
@@ -57,7 +58,7 @@ asv: $(STAMP)
 	$(ASV) continuous --config $(ASV_CONF) --factor $(ASV_FACTOR) --bench '$(ASV_BENCH)' --no-only-changed $(ASV_BASE) $(ASV_HEAD)
 	$(ASV) compare --config $(ASV_CONF) --factor $(ASV_FACTOR) $(ASV_BASE) $(ASV_HEAD)
 	$(ASV) publish --config $(ASV_CONF)
-	$(PY) -m rlpace.bench history --asv-config $(ASV_CONF) --out-dir $(ASV_HISTORY) --threshold $(ASV_STEP)
+	$(PY) -m rlpace.bench history --asv-config $(ASV_CONF) --out-dir $(ASV_HISTORY) --threshold $(ASV_STEP) --count-threshold $(ASV_COUNT_STEP)
 
 clean:
 	rm -rf reports/pr reports/bench build *.egg-info lib/*.egg-info

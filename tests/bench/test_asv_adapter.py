@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -172,18 +173,24 @@ def test_work_tracks_the_wall_clock_cases_from_one_pass(adapter):
         bench.setup({"unavailable": "this commit's rlpace has no work counts"}, "test_workers[2]")
 
 
-def test_asv_discovers_the_real_suite_in_both_sets():
-    """asv's own discovery, in a fresh process, on the repository's real cases."""
+@pytest.fixture(scope="module")
+def discovered() -> dict[str, tuple[list[str], str]]:
+    """asv's own discovery, in a fresh process, on the repository's real cases: each
+    benchmark's parameter names and unit."""
     code = (
         "import json, sys\n"
         "from asv_runner.discovery import disc_benchmarks\n"
         "sys.path.insert(0, '.')\n"
-        "print(json.dumps({b.name: b.param_names for b in disc_benchmarks('benchmarks')}))\n"
+        "print(json.dumps({b.name: [b.param_names, getattr(b, 'unit', 'seconds')]\n"
+        "                  for b in disc_benchmarks('benchmarks')}))\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=ASV_DIR, capture_output=True, text=True, check=True
     )
-    found = json.loads(out.stdout.strip().splitlines()[-1])
+    return {k: tuple(v) for k, v in json.loads(out.stdout.strip().splitlines()[-1]).items()}
+
+
+def test_asv_discovers_the_real_suite_in_both_sets(discovered):
     from rlpace.bench.suite import Case
 
     cases: dict[str, Case] = {}
@@ -197,8 +204,27 @@ def test_asv_discovers_the_real_suite_in_both_sets():
                 cases[c.name] = c
     assert cases, "the suite declares no case"
     for name, c in cases.items():
-        assert found[f"cpu.{name}.time_case"] == list(c.param_names)
-        assert (f"gpu.{name}.time_case" in found) == c.gpu
+        assert discovered[f"cpu.{name}.time_case"][0] == list(c.param_names)
+        assert (f"gpu.{name}.time_case" in discovered) == c.gpu
+
+
+def test_asv_publish_holds_every_count_of_work_to_the_count_threshold(discovered):
+    """asv.conf.json's regressions_thresholds, matched as asv matches them, give every
+    series that counts work 1 % and leave every timing and memory series at asv's 5 %."""
+    from asv.config import Config
+
+    from rlpace.bench.history import COUNT_THRESHOLD, COUNT_UNITS
+
+    thresholds = Config.load(str(ASV_DIR / "asv.conf.json")).regressions_thresholds
+    counted = {name for name, (_, unit) in discovered.items() if unit in COUNT_UNITS}
+    assert {n.split(".")[0] for n in counted} == {"counts", "work", "gpu"}
+    for name, (_, unit) in discovered.items():
+        entry = f"{name}('x')"  # asv matches the name with its parameters
+        matched = [float(t) for regex, t in thresholds.items() if re.match(regex, entry)]
+        if name in counted:
+            assert matched and max(matched) == COUNT_THRESHOLD, (name, unit, matched)
+        else:
+            assert matched == [], (name, unit, matched)
 
 
 def test_cpu_timed_cases_get_asvs_process_time_timer_except_on_cuda(adapter):

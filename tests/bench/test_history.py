@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -11,12 +12,14 @@ import pytest
 from rlpace.bench.cli import main
 from rlpace.bench.errors import BenchInputError
 from rlpace.bench.history import (
+    COUNT_UNITS,
     Series,
     asv_paths,
     detect_step_changes,
     history,
     load_asv_series,
     plot_series,
+    step_threshold,
 )
 
 LOOP = "bench_work.TimeWork.time_loop"
@@ -180,3 +183,50 @@ def test_history_command_prints_steps_and_writes_plots(asv_results, tmp_path, ca
     assert "regression" in printed and "x  3.0" in printed
     assert len(list(out_dir.glob("*.png"))) == 1
     assert main(["history", "--results", str(results), "--threshold", "0"]) == 2
+
+
+def _counted(values, unit="instructions"):
+    n = len(values)
+    commits, dates = tuple("abcdefgh"[:n]), tuple(range(n))
+    return Series("counts.Counts.track_instructions('x')", "m", "e", commits, dates, values, unit)
+
+
+def test_a_count_of_work_reports_a_step_a_timing_of_the_same_size_would_not():
+    # a 3 % step in a series that does not move otherwise: the count tier's change
+    steps = (1.0e6, 1.000_05e6, 1.03e6, 1.030_02e6)
+    counted = _counted(steps)
+    timed = replace(counted, benchmark="cpu.x.time_case", unit="seconds")
+    assert step_threshold(counted) == pytest.approx(0.01)
+    assert step_threshold(timed) == 0.1
+    (change,) = detect_step_changes(counted, threshold=step_threshold(counted))
+    assert change.first_commit == "c" and change.kind == "regression"
+    assert change.change == "+3.00 %" and change.threshold == pytest.approx(0.01)
+    assert detect_step_changes(timed, threshold=step_threshold(timed)) == []
+    # under the count threshold: not reported either
+    small = _counted((1.0e6, 1.0e6, 1.005e6, 1.005e6))
+    assert detect_step_changes(small, threshold=step_threshold(small)) == []
+
+
+@pytest.mark.parametrize("unit", sorted(COUNT_UNITS))
+def test_every_unit_of_work_counts_gets_the_count_threshold(unit):
+    assert step_threshold(_counted((10.0, 10.0, 10.0), unit=unit)) == pytest.approx(0.01)
+    assert step_threshold(_counted((10.0, 10.0, 10.0), unit="calls per second")) == 0.1
+
+
+def test_a_count_that_follows_the_clock_is_not_split_by_its_scatter():
+    # the calling thread's Python calls of a collector, 1-3 % from process to process
+    # (collector_with_rb[rlpace-single]): asv's penalty keeps it one level
+    wobbly = _counted((19_388, 19_952, 19_500, 19_800, 19_420, 19_900), unit="Python calls")
+    assert detect_step_changes(wobbly, threshold=step_threshold(wobbly)) == []
+    # a real step beyond the scatter is reported
+    stepped = _counted((19_388, 19_952, 19_500, 24_800, 24_420, 24_900), unit="Python calls")
+    (change,) = detect_step_changes(stepped, threshold=step_threshold(stepped))
+    assert change.first_commit == "d" and change.kind == "regression"
+
+
+def test_history_command_refuses_a_count_threshold_that_is_not_positive(asv_results, capsys):
+    results, _ = asv_results
+    for bad in ("0", "-0.01", "nan"):
+        assert main(["history", "--results", str(results), "--count-threshold", bad]) == 2
+        err = capsys.readouterr().err
+        assert "--count-threshold: expected a relative change > 0 (0.01 = 1 %)" in err

@@ -5,8 +5,11 @@ turns them into one :class:`Series` per benchmark, parameter combination, machin
 environment, ordered by commit (git's order when the repository is given, else the
 commit date). :func:`detect_step_changes` fits a piecewise-constant signal with asv's
 own step detection (``asv.step_detect.detect_steps``), merges neighbouring levels that
-differ by less than ``threshold``, and reports each remaining level change as a
-:class:`StepChange` naming the *first* commit at the new level.
+differ by less than a threshold, and reports each remaining level change as a
+:class:`StepChange` naming the *first* commit at the new level. The threshold depends
+on what a series measures (:func:`step_threshold`): a timing or a memory figure must
+move ``threshold`` (10 %); a count of work (the count tier's instructions and cycles,
+the work counts' ops and calls) must move ``count_threshold`` (1 %).
 :func:`plot_series` draws one PNG per flagged benchmark (commit dates on the axis,
 units from asv's ``benchmarks.json``, staggered labels) and :func:`write_index` an
 ``index.md`` that links each one.
@@ -30,9 +33,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from rlpace.bench.counts.verdict import DEFAULT_FLOOR
 from rlpace.bench.errors import BenchInputError
 
 __all__ = [
+    "COUNT_THRESHOLD",
+    "COUNT_UNITS",
     "HistoryReport",
     "Series",
     "StepChange",
@@ -42,8 +48,33 @@ __all__ = [
     "history",
     "load_asv_series",
     "plot_series",
+    "step_threshold",
     "write_index",
 ]
+
+COUNT_UNITS = frozenset(
+    {
+        "instructions",
+        "cycles",
+        "aten ops",
+        "kernel launches",
+        "syncs",
+        "copies",
+        "Python calls",
+        "worker Python calls",
+    }
+)
+"""Units of the asv series that count work instead of timing it: the count tier's
+(``counts.Counts.track_instructions`` / ``track_estimated_cycles``, Callgrind) and the
+work counts' (``work.Work.track_*``, the GPU set's ``track_kernels`` ...). Two processes
+of the same commit count the same instructions to within 0.1 % (the count tier's A/A
+spread is 0.005 / 0.018 / 0.093 % at the median / p90 / max) and the same aten ops
+exactly, so a step of a few percent is the code's, where a timing on a shared host
+needs 10 %. The calling thread's Python calls of a collector follow the clock by 1-3 %;
+asv's step fit keeps such scatter one level."""
+COUNT_THRESHOLD = DEFAULT_FLOOR
+"""The smallest relative step reported in a series of :data:`COUNT_UNITS` (0.01): the
+count tier's gate floor, the least change a pull request's counts are flagged for."""
 
 
 @dataclass(frozen=True)
@@ -109,11 +140,23 @@ class StepChange:
     """Mean of the old level."""
     after: float
     """Mean of the new level."""
+    threshold: float = 0.1
+    """The smallest relative step the series could report (:func:`step_threshold`)."""
 
     @property
     def ratio(self) -> float:
         """``after / before``: above 1 is slower for timings."""
         return self.after / self.before if self.before else math.inf
+
+    @property
+    def change(self) -> str:
+        """The relative change as text, e.g. ``"+3.05 %"``.
+
+        Example:
+            >>> StepChange("b", "m", "e", "c3", "c2", 2, 1.0e6, 1.0305e6).change
+            '+3.05 %'
+        """
+        return f"{(self.ratio - 1) * 100:+.2f} %" if math.isfinite(self.ratio) else "+inf %"
 
     @property
     def kind(self) -> str:
@@ -310,6 +353,26 @@ def _unit_from_name(benchmark: str) -> str:
     return "unit" if method.startswith("track_") else "seconds"
 
 
+def step_threshold(
+    series: Series, *, threshold: float = 0.1, count_threshold: float = COUNT_THRESHOLD
+) -> float:
+    """The smallest relative step :func:`history` reports in ``series``: ``threshold``
+    for a timing or a memory figure, ``count_threshold`` for a count of work
+    (:data:`COUNT_UNITS`). A count that follows the clock (the calling thread's Python
+    calls of a collector, 1-3 % from process to process) is left to asv's step
+    detection, whose penalty grows with the series' own scatter: it splits no such
+    series into levels.
+
+    Example:
+        >>> timed = Series("cpu.x.time_case", "m", "e", ("a",), (1,), (1.0,))
+        >>> counted = Series("counts.Counts.track_instructions", "m", "e", ("a", "b"),
+        ...                  (1, 2), (1e6, 1.03e6), unit="instructions")
+        >>> step_threshold(timed), step_threshold(counted)
+        (0.1, 0.01)
+    """
+    return count_threshold if series.unit in COUNT_UNITS else threshold
+
+
 def detect_step_changes(series: Series, *, threshold: float = 0.1) -> list[StepChange]:
     """Find lasting level changes in a series with asv's step detection.
 
@@ -361,6 +424,7 @@ def detect_step_changes(series: Series, *, threshold: float = 0.1) -> list[StepC
                 position=first,
                 before=prev[2] / prev[3],
                 after=cur[2] / cur[3],
+                threshold=threshold,
             )
         )
     return changes
@@ -486,7 +550,8 @@ def write_index(report: HistoryReport, out_dir: Path | str) -> Path:
             for c in report.changes:
                 if f"{c.benchmark} [{c.machine}/{c.env}]" == label:
                     lines.append(
-                        f"  - {c.kind} ×{c.ratio:.2f} from `{c.first_commit[:8]}` "
+                        f"  - {c.kind} ×{c.ratio:.3f} ({c.change}, reported from "
+                        f"{c.threshold:.0%}) from `{c.first_commit[:8]}` "
                         f"(after `{c.previous_commit[:8]}`)"
                     )
     path = out_dir / "index.md"
@@ -499,11 +564,14 @@ def history(
     results_dir: Path | str,
     out_dir: Path | str = "reports/history",
     threshold: float = 0.1,
+    count_threshold: float = COUNT_THRESHOLD,
     commit_order: Iterable[str] = (),
     progress: Callable[[int, int], None] | None = None,
 ) -> HistoryReport:
     """Read asv results, flag step changes, plot every flagged series and write an
-    ``index.md`` linking them; ``progress`` is called per result file read.
+    ``index.md`` linking them; ``progress`` is called per result file read. A timing
+    must move ``threshold``, a count of work ``count_threshold`` or more
+    (:func:`step_threshold`).
 
     Example:
         >>> history(results_dir="/nonexistent")  # doctest: +ELLIPSIS
@@ -515,7 +583,9 @@ def history(
     changes: list[StepChange] = []
     plots: list[Path] = []
     for s in all_series:
-        found = detect_step_changes(s, threshold=threshold)
+        found = detect_step_changes(
+            s, threshold=step_threshold(s, threshold=threshold, count_threshold=count_threshold)
+        )
         if found:
             changes.extend(found)
             plots.append(plot_series(s, found, out_dir))

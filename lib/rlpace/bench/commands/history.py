@@ -16,7 +16,7 @@ import importlib.util
 from pathlib import Path
 
 from rlpace.bench.errors import BenchInputError
-from rlpace.bench.history import asv_paths, git_commit_order, history
+from rlpace.bench.history import COUNT_THRESHOLD, asv_paths, git_commit_order, history
 
 NAME = "history"
 HELP = "flag step changes across commits in asv results and plot each flagged benchmark"
@@ -41,7 +41,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repo", default=None, help="git repository ordering the commits")
     parser.add_argument("--out-dir", default="reports/history", help="where PNG plots go")
     parser.add_argument(
-        "--threshold", type=float, default=0.1, help="smallest relative step reported"
+        "--threshold",
+        type=float,
+        default=0.1,
+        help="smallest relative step reported in a timing or memory series (0.1 = 10 %%)",
+    )
+    parser.add_argument(
+        "--count-threshold",
+        type=float,
+        default=COUNT_THRESHOLD,
+        help=(
+            "smallest relative step reported in a count of work (instructions, cycles, "
+            "aten ops, Python calls; 0.01 = 1 %%)"
+        ),
     )
 
 
@@ -62,10 +74,14 @@ def main(args: argparse.Namespace) -> int:
             f"history needs {' and '.join(missing)}, which this environment lacks; "
             'install the bench extra: pip install "rlpace[bench]"'
         )
-    if args.threshold <= 0:
-        raise BenchInputError(
-            f"--threshold: expected a relative change > 0 (0.1 = 10 %), got {args.threshold}"
-        )
+    for option, value, example in (
+        ("--threshold", args.threshold, "0.1 = 10 %"),
+        ("--count-threshold", args.count_threshold, "0.01 = 1 %"),
+    ):
+        if not value > 0:  # NaN too
+            raise BenchInputError(
+                f"{option}: expected a relative change > 0 ({example}), got {value}"
+            )
     if args.results is not None:
         results, repo = Path(args.results), Path(args.repo or ".")
     else:
@@ -89,6 +105,7 @@ def main(args: argparse.Namespace) -> int:
             results_dir=results,
             out_dir=args.out_dir,
             threshold=args.threshold,
+            count_threshold=args.count_threshold,
             commit_order=git_commit_order(repo),
             progress=lambda done, total: bar.update(task, completed=done, total=total),
         )
@@ -98,7 +115,7 @@ def main(args: argparse.Namespace) -> int:
     )
     for c in report.changes:
         print(
-            f"{c.kind:<11} x{c.ratio:6.2f}  {c.benchmark} [{c.machine}/{c.env}]  "
+            f"{c.kind:<11} x{c.ratio:6.2f} {c.change:>9}  {c.benchmark} [{c.machine}/{c.env}]  "
             f"first commit {c.first_commit} (after {c.previous_commit[:8]})"
         )
     for path in report.plots:
