@@ -392,3 +392,19 @@ def test_a_shift_of_most_benchmarks_is_called_a_machine_change():
     assert "10 of 10 benchmarks moved the same way" in shifted[0].text
     calm = comparison_warnings(compare_runs(run(1.0), run(1.0)))
     assert [w.kind for w in calm] == ["single-run"]
+
+
+def test_asv_api1_grid_that_failed_whole_is_a_failed_row_per_combination():
+    """asv's api 1 wrote one ``null`` for a parameterized benchmark whose every
+    combination failed (empymod-bench's results, 1 059 such files); each combination
+    is a failed row, not a malformed file."""
+    machine = FOREIGN / "empymod-bench" / "dtr-latitude"
+    failed = load_results(machine / "0e8bf222-conda-py3.6-numpy1.17.json")
+    names = [f"model.Analytical.time_analytical('{s}')" for s in ("fs", "dhs", "dfs")]
+    assert list(failed["fullname"]) == names
+    assert set(failed["status"]) == {"failed"}
+    measured = load_results(machine / "0cfeeb1c-conda-py3.6-numpy1.17.json")
+    assert list(measured["fullname"]) == names and set(measured["status"]) == {"ok"}
+    assert float(measured.set_index("fullname").loc[names[0], "median"]) == pytest.approx(
+        0.004497451499143305
+    )

@@ -161,7 +161,7 @@ def _unit_of(bench: str, meta: dict[str, Any]) -> str:
 
 def _column(entry: dict[str, Any], key: str, n: int, where: str) -> list[Any]:
     value = entry.get(key)
-    if value is None:
+    if value is None or value == [None]:  # [None]: asv api 1's grid that failed whole
         return [None] * n
     if not isinstance(value, list) or len(value) != n:
         raise BenchInputError(
@@ -192,7 +192,9 @@ def _rows(
         )
     combos = list(itertools.product(*param_values)) if param_values else [()]
     result = entry.get("result")
-    if result is None:
+    if result is None or result == [None]:
+        # asv's api 1 wrote one null for a parameterized benchmark that failed as a
+        # whole (its setup raised for every combination): each combination failed
         result = [None] * len(combos)
     if not isinstance(result, list) or len(result) != len(combos):
         got = f"{len(result)} results" if isinstance(result, list) else check.show(result)
