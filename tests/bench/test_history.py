@@ -230,3 +230,20 @@ def test_history_command_refuses_a_count_threshold_that_is_not_positive(asv_resu
         assert main(["history", "--results", str(results), "--count-threshold", bad]) == 2
         err = capsys.readouterr().err
         assert "--count-threshold: expected a relative change > 0 (0.01 = 1 %)" in err
+
+
+def test_history_reads_asv_api1_results_other_projects_wrote(tmp_path):
+    """asv's own reader refuses api-1 files ("stored in an old file format"); the
+    history reads them as the comparator does, a grid that failed whole included."""
+    foreign = Path(__file__).parent / "fixtures" / "foreign"
+    series = {s.benchmark: s for s in load_asv_series(foreign / "empymod-bench")}
+    fs = series["model.Analytical.time_analytical('fs')"]
+    assert fs.env == "conda-py3.6-numpy1.17" and fs.machine == "dtr-latitude"
+    assert [c[:8] for c in fs.commits] == ["1093def9", "0e8bf222", "0cfeeb1c", "15706557"]
+    assert math.isnan(fs.values[0]) and math.isnan(fs.values[1])
+    assert fs.values[2:] == pytest.approx((0.004497451499143305, 0.004494095332726525))
+    assert len(series) == 3 and {s.unit for s in series.values()} == {"seconds"}
+    report = history(results_dir=foreign / "empymod-bench", out_dir=tmp_path / "h")
+    assert report.changes == ()  # failed, then flat: no step
+    example = load_asv_series(foreign / "asv-example")
+    assert {s.unit for s in example} >= {"bytes", "seconds"}

@@ -240,33 +240,25 @@ def git_commit_order(repo: Path | str) -> list[str]:
     return out.stdout.split() if out.returncode == 0 else []
 
 
-def _param_label(combo: Sequence[str]) -> str:
-    return f"({', '.join(combo)})" if combo else ""
-
-
-def _as_float(value: object) -> float:
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
-    return math.nan
-
-
-def _units(results_dir: Path) -> dict[str, str]:
-    """Benchmark → unit from asv's ``benchmarks.json`` (empty when unreadable)."""
+def _result_paths(results_dir: Path) -> list[tuple[Path, str]]:
+    """asv's layout, ``<results>/<machine>/<commit>-<env>.json``: each result file with
+    its machine, named by the folder's ``machine.json`` or, without a readable one (a
+    folder copied alone), by the folder."""
     import json
 
-    from rlpace.bench.units import normalize_unit
-
-    try:
-        doc = json.loads((results_dir / "benchmarks.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
-        return {}
-    if not isinstance(doc, dict):
-        return {}
-    return {
-        name: normalize_unit(meta.get("unit"))
-        for name, meta in doc.items()
-        if isinstance(meta, dict) and isinstance(meta.get("unit"), str)
-    }
+    found = []
+    for folder in sorted(p for p in results_dir.iterdir() if p.is_dir()):
+        machine = folder.name
+        try:
+            named = json.loads((folder / "machine.json").read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+            named = None
+        if isinstance(named, dict) and isinstance(named.get("machine"), str):
+            machine = named["machine"]
+        for path in sorted(folder.glob("*.json")):
+            if path.name not in ("machine.json", "benchmarks.json") and path.is_file():
+                found.append((path, machine))
+    return found
 
 
 def load_asv_series(
@@ -292,7 +284,9 @@ def load_asv_series(
         ...
         rlpace.bench.errors.BenchInputError: expected an asv results directory at /nonexistent/results, found none; run `make asv` (or `asv run`) first, or pass --results DIR
     """
-    from asv.results import Results, iter_results_paths
+    import pandas as pd
+
+    from rlpace.bench.results import load_results
 
     results_dir = Path(results_dir)
     if not results_dir.is_dir():
@@ -301,27 +295,27 @@ def load_asv_series(
             "(or `asv run`) first, or pass --results DIR"
         )
     rank = {commit: i for i, commit in enumerate(commit_order)}
-    units = _units(results_dir)
     points: dict[tuple[str, str, str], dict[str, tuple[int, float]]] = {}
     unit_of: dict[str, str] = {}
-    paths = list(iter_results_paths(str(results_dir)))
+    paths = _result_paths(results_dir)
     n_files = 0
-    for root, filename, machine in paths:
-        result = Results.load(str(Path(root) / filename), machine_name=machine)
+    for path, machine in paths:
+        # the comparator's reader: asv's api versions 1 and 2, and a malformed file is
+        # named with what was expected (asv's own reader refuses version 1 files)
+        table = load_results(path)
+        filename = path.name
         n_files += 1
         if progress is not None:
             progress(n_files, len(paths))
-        for key in result.get_all_result_keys():
-            params = result.get_result_params(key) or []
-            values = result.get_result_value(key, params)
-            combos = list(itertools.product(*params)) if params else [()]
-            if not isinstance(values, list):  # asv gives a bare value without params
-                values = [values]
-            for combo, value in zip(combos, values or [None] * len(combos)):
-                name = f"{key}{_param_label(combo)}"
-                unit_of[name] = units.get(key) or _unit_from_name(key)
-                per_commit = points.setdefault((name, machine, result.env_name), {})
-                per_commit[result.commit_hash] = (int(result.date or 0), _as_float(value))
+        commit = table.attrs.get("commit_info", {}).get("id") or filename.split("-")[0]
+        when = table.attrs.get("datetime")
+        date = int(pd.Timestamp(when).value // 1_000_000) if when else 0
+        env = table.attrs.get("machine_info", {}).get("env_name") or Path(filename).stem
+        for row in table.itertuples(index=False):
+            value = row.median if row.status == "ok" else math.nan
+            unit_of[row.fullname] = row.value_unit
+            per_commit = points.setdefault((row.fullname, machine, env), {})
+            per_commit[commit] = (date, float(value) if pd.notna(value) else math.nan)
     if n_files == 0:
         raise BenchInputError(
             f"expected asv result files under {results_dir}, found none; run `make asv` first"
@@ -344,13 +338,6 @@ def load_asv_series(
             )
         )
     return series
-
-
-def _unit_from_name(benchmark: str) -> str:
-    method = benchmark.rsplit(".", 1)[-1]
-    if method.startswith(("mem_", "peakmem_")):
-        return "bytes"
-    return "unit" if method.startswith("track_") else "seconds"
 
 
 def step_threshold(
@@ -550,8 +537,8 @@ def write_index(report: HistoryReport, out_dir: Path | str) -> Path:
             for c in report.changes:
                 if f"{c.benchmark} [{c.machine}/{c.env}]" == label:
                     lines.append(
-                        f"  - {c.kind} ×{c.ratio:.3f} ({c.change}, reported from "
-                        f"{c.threshold:.0%}) from `{c.first_commit[:8]}` "
+                        f"  - {c.kind} ×{c.ratio:.3f} ({c.change}; threshold "
+                        f"{c.threshold * 100:g} %) from `{c.first_commit[:8]}` "
                         f"(after `{c.previous_commit[:8]}`)"
                     )
     path = out_dir / "index.md"
