@@ -124,6 +124,15 @@ def test_nightly_runs_asv_new_and_publishes():
     steps = _steps_text(wf["jobs"]["asv"])
     assert "asv run NEW" in steps and "asv publish" in steps
     assert "deploy-pages" in _steps_text(wf["jobs"]["publish"])
+    # the step changes of the night's history, whose failure never holds back the site
+    (history,) = [
+        s for s in wf["jobs"]["asv"]["steps"] if "rlpace-bench history" in s.get("run", "")
+    ]
+    assert history["continue-on-error"] is True
+    names = [s.get("name") or s.get("uses", "") for s in wf["jobs"]["asv"]["steps"]]
+    assert names.index("rlpace-bench history") > max(
+        i for i, n in enumerate(names) if "upload-pages-artifact" in n
+    )
 
 
 def test_calibration_runs_by_hand_on_the_commenting_runners_and_only_uploads():
