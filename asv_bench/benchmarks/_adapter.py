@@ -25,8 +25,10 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import inspect
+import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +87,52 @@ def cases() -> list[Any]:
             if c is not None and c not in found:
                 found.append(c)
     return found
+
+
+def per_commit_ids(kind: str, compute: Callable[[], list[str]]) -> list[str]:
+    """``compute()``'s parameter list, computed once for each commit asv measures and
+    kept in asv's environment directory.
+
+    asv runs each parameter of a benchmark in a process of its own, and each process
+    imports the benchmark's module to learn the parameters. Computing them loads every
+    case module, and with them torch: 3.3 s a process. For the classes whose values all
+    come from their ``setup_cache`` (``counts``, ``work``) that import was all a tracked
+    value cost, 135 parameters x 2 methods about 18 minutes a commit. The list is
+    kept under ``$ASV_ENV_DIR`` keyed by ``$ASV_COMMIT`` (the rlpace installed there)
+    and a hash of this file, the caller's module and the suite's files; outside asv
+    (either variable unset) it is computed every time.
+
+    Example:
+        >>> per_commit_ids("demo", lambda: ["a", "b"])  # outside asv: computed
+        ['a', 'b']
+    """
+    env_dir, commit = os.environ.get("ASV_ENV_DIR"), os.environ.get("ASV_COMMIT")
+    if not env_dir or not commit:
+        return compute()
+    digest = hashlib.sha256()
+    files = [Path(__file__), Path(inspect.getfile(compute)), *sorted(suite_dir().rglob("*.py"))]
+    for path in files:
+        digest.update(f"{path}\0".encode())
+        try:
+            digest.update(path.read_bytes())
+        except OSError:
+            digest.update(b"unreadable")
+    cache = Path(env_dir) / "rlpace-asv-params" / f"{kind}-{commit}-{digest.hexdigest()[:16]}.json"
+    try:
+        kept = json.loads(cache.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        kept = None
+    if isinstance(kept, list) and kept and all(isinstance(i, str) for i in kept):
+        return kept
+    ids = compute()
+    try:  # written whole, then renamed: a parallel process reads all of it or none
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        part = cache.with_suffix(f".{os.getpid()}.part")
+        part.write_text(json.dumps(ids), encoding="utf-8")
+        part.replace(cache)
+    except OSError:
+        pass  # a read-only environment: computed every time, as outside asv
+    return ids
 
 
 def case_version(c: Any) -> str:

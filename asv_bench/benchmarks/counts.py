@@ -6,7 +6,9 @@ one class's ``setup_cache`` counts every claimed case of the CPU set in a single
 Callgrind process (:func:`rlpace.bench.counts.count_tree`), and asv hands its result
 to the ``track_instructions`` / ``track_estimated_cycles`` of every case: one
 Valgrind pass per commit (about as long as ``rlpace-bench count run`` on one side, see
-``docs/handbook/counts.md``), then milliseconds per tracked value.
+``docs/handbook/counts.md``), then a fraction of a second per tracked value: asv starts
+a process for each, which reads the parameter list kept for the commit
+(:func:`~benchmarks._adapter.per_commit_ids`) instead of loading the suite and torch.
 
 The counted rlpace is the one asv installed for the commit (``PYTHONPATH`` is not
 pointed at this tree); a commit whose rlpace has no count tier, or a machine without
@@ -19,7 +21,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from benchmarks._adapter import cases, claimed_by_count_tier, suite_dir
+from benchmarks._adapter import cases, claimed_by_count_tier, per_commit_ids, suite_dir
 
 
 def _claimed() -> list[str]:
@@ -37,7 +39,7 @@ def _claimed() -> list[str]:
 class Counts:
     """Instructions and estimated cycles per call of every counted case."""
 
-    params = [_claimed() or ["none"]]
+    params = [per_commit_ids("counts", _claimed) or ["none"]]
     param_names = ["case"]
     timeout = 7200  # the whole set under Callgrind, in setup_cache
 

@@ -20,7 +20,7 @@ a case that could not be built or counted.
 
 from __future__ import annotations
 
-from benchmarks._adapter import cases, claimed_by_count_tier
+from benchmarks._adapter import cases, claimed_by_count_tier, per_commit_ids
 
 
 def _on_the_clock() -> list[tuple[object, dict]]:
@@ -31,6 +31,11 @@ def _on_the_clock() -> list[tuple[object, dict]]:
         if c.in_set("cpu"):
             found += [(c, p) for p in c.grid("cpu") if not claimed_by_count_tier(c, p)]
     return found
+
+
+def _clock_ids() -> list[str]:
+    """Test ids of the cases :func:`_on_the_clock` finds."""
+    return [c.test_id(**p) for c, p in _on_the_clock()]
 
 
 def _workers_counted() -> bool:
@@ -83,7 +88,7 @@ class Work:
     """Aten ops and Python calls per call of every wall-clock case of the CPU set, and
     the steady calls of its forked workers and other threads."""
 
-    params = [[c.test_id(**p) for c, p in _on_the_clock()] or ["none"]]
+    params = [per_commit_ids("work", _clock_ids) or ["none"]]
     param_names = ["case"]
     timeout = 1800  # every wall-clock case built and counted, in setup_cache
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import re
 import subprocess
 import sys
@@ -234,3 +235,49 @@ def test_cpu_timed_cases_get_asvs_process_time_timer_except_on_cuda(adapter):
     assert cpu.test_device.timer is time.process_time
     assert not hasattr(gpu.test_device, "timer")  # wall clock on CUDA
     assert not hasattr(cpu.test_counted, "timer")  # the default stays asv's wall clock
+
+
+def test_counted_classes_learn_their_parameters_once_a_commit(tmp_path):
+    """asv starts a process for every parameter of a tracked value; those of ``counts``
+    and ``work`` read the list kept for the commit instead of loading the case modules
+    (and torch with them), until the suite or the commit changes."""
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "test_cases.py").write_text(CASES)
+    env_dir = tmp_path / "env"
+    code = (
+        "import json, sys\n"
+        "sys.path.insert(0, '.')\n"
+        "import benchmarks.counts as c, benchmarks.work as w\n"
+        "print(json.dumps([c.Counts.params[0], w.Work.params[0],\n"
+        "                  'rlpace_suite_cases.test_cases' in sys.modules]))\n"
+    )
+
+    def discover(commit: str = "a" * 40) -> tuple[list[str], list[str], bool]:
+        env = {
+            **os.environ,
+            "RLPACE_SUITE_DIR": str(suite),
+            "ASV_ENV_DIR": str(env_dir),
+            "ASV_COMMIT": commit,
+        }
+        out = subprocess.run(
+            [sys.executable, "-c", code],
+            cwd=ASV_DIR,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return tuple(json.loads(out.stdout.strip().splitlines()[-1]))
+
+    counted, clocked, loaded = discover()
+    assert loaded and "test_workers[1]" in counted and "test_workers[2]" in clocked
+    assert discover() == (counted, clocked, False)  # kept: the cases were not loaded
+    assert discover("b" * 40)[2] is True  # another commit: loaded again
+    kept = sorted((env_dir / "rlpace-asv-params").glob("counts-*.json"))
+    kept[0].write_text("{not json")  # a torn or foreign file is computed again
+    assert discover() == (counted, clocked, True)
+    (suite / "test_cases.py").write_text(CASES.replace('params={"n": [4]}', 'params={"n": [6]}'))
+    changed, _, loaded = discover()
+    assert loaded and "test_device[6-cpu]" in changed and "test_device[4-cpu]" not in changed
+    assert not any(p.suffix == ".part" for p in (env_dir / "rlpace-asv-params").iterdir())
