@@ -99,8 +99,9 @@ def per_commit_ids(kind: str, compute: Callable[[], list[str]]) -> list[str]:
     come from their ``setup_cache`` (``counts``, ``work``) that import was all a tracked
     value cost, 135 parameters x 2 methods about 18 minutes a commit. The list is
     kept under ``$ASV_ENV_DIR`` keyed by ``$ASV_COMMIT`` (the rlpace installed there)
-    and a hash of this file, the caller's module and the suite's files; outside asv
-    (either variable unset) it is computed every time.
+    and a hash of this file, the caller's module and the suite's files. Outside asv,
+    and under ``asv run --python=same`` (which sets neither variable), it is computed
+    every time.
 
     Example:
         >>> per_commit_ids("demo", lambda: ["a", "b"])  # outside asv: computed
