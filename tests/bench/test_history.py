@@ -247,3 +247,23 @@ def test_history_reads_asv_api1_results_other_projects_wrote(tmp_path):
     assert report.changes == ()  # failed, then flat: no step
     example = load_asv_series(foreign / "asv-example")
     assert {s.unit for s in example} >= {"bytes", "seconds"}
+
+
+def test_a_count_plot_zooms_to_its_values_so_a_small_step_shows(tmp_path):
+    import matplotlib.image
+    import numpy as np
+
+    values = (1.0e7, 1.0e7, 1.0e7, 1.03e7, 1.03e7, 1.03e7)
+
+    def line_drop(unit: str) -> float:
+        s = replace(_counted(values), unit=unit)
+        image = matplotlib.image.imread(plot_series(s, [], tmp_path / unit))[..., :3]
+        blue = np.all(np.abs(image - np.array([31, 119, 180]) / 255) < 0.08, axis=-1)
+        rows, cols = np.nonzero(blue)
+        third = (cols.max() - cols.min()) / 3
+        before = rows[cols < cols.min() + third].mean()
+        after = rows[cols > cols.max() - third].mean()
+        return (before - after) / image.shape[0]  # rows count down: a rise is positive
+
+    assert line_drop("instructions") > 0.3  # the 3 % step spans most of the axis
+    assert 0 < line_drop("seconds") < 0.05  # a timing keeps zero on its axis

@@ -477,7 +477,8 @@ def plot_series(series: Series, changes: Sequence[StepChange], out_dir: Path | s
             ax.set_xticks(ticks, [series.commits[i][:8] for i in ticks], rotation=30, fontsize=7)
             ax.set_xlabel("commit (oldest first)")
         ax.set_ylabel(label)
-        ax.set_ylim(bottom=0)
+        if series.unit not in COUNT_UNITS:
+            ax.set_ylim(bottom=0)  # a count's 1 % step would be a flat line from zero
         ax.grid(True, alpha=0.3)
         ax.set_title("\n".join(textwrap.wrap(series.label, 90)), fontsize=9)
         fig.tight_layout()
