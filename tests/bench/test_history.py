@@ -102,8 +102,9 @@ def test_threshold_filters_small_steps():
     s = Series("b", "m", "e", tuple("abcdef"), tuple(range(6)), (1, 1, 1, 1.3, 1.3, 1.3))
     assert len(detect_step_changes(s, threshold=0.1)) == 1
     assert detect_step_changes(s, threshold=0.5) == []
-    with pytest.raises(ValueError, match="threshold"):
-        detect_step_changes(s, threshold=0)
+    for bad in (0, -0.1, math.nan):
+        with pytest.raises(ValueError, match="threshold"):
+            detect_step_changes(s, threshold=bad)
 
 
 def test_history_plots_only_flagged_benchmarks(asv_results, tmp_path):

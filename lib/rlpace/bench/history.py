@@ -380,7 +380,7 @@ def detect_step_changes(series: Series, *, threshold: float = 0.1) -> list[StepC
         >>> detect_step_changes(flat)
         []
     """
-    if threshold <= 0:
+    if not threshold > 0:  # NaN too
         raise ValueError(f"threshold: expected a relative change > 0, got {threshold!r}")
     from asv.step_detect import detect_steps
 
