@@ -270,3 +270,36 @@ def test_a_count_plot_zooms_to_its_values_so_a_small_step_shows(tmp_path):
 
     assert line_drop("instructions") > 0.3  # the 3 % step spans most of the axis
     assert 0 < line_drop("seconds") < 0.05  # a timing keeps zero on its axis
+
+
+def test_counted_series_asv_wrote_step_only_where_the_code_changed(tmp_path):
+    """Four commits counted by asv (``fixtures/asv-counts``): a docs line, a bounds
+    check in ``RandomSampler.sample``, another docs line. The history names the check's
+    commit for the sampling cases it touches and no other step; at the timings' 10 %
+    it would have missed every instruction step under 10 %."""
+    results = Path(__file__).parent / "fixtures" / "asv-counts"
+    order = ["37c62468", "df384f76", "06791008", "efb7b153"]
+    for s in load_asv_series(results):
+        assert [c[:8] for c in s.commits] == order  # by commit date
+    report = history(results_dir=results, out_dir=tmp_path / "h")
+    assert {c.first_commit[:8] for c in report.changes} == {"06791008"}
+
+    def stepped(changes, metric):
+        return {c.benchmark.split("'")[1] for c in changes if f".{metric}(" in c.benchmark}
+
+    assert stepped(report.changes, "track_instructions") == {
+        "test_rb_sample[rlpace-tensor-random-cpu]",  # +14.1 %
+        "test_rb_sample[rlpace-list-random-cpu]",  # +3.5 %
+        "test_rb_extend_sample[rlpace-list-random-cpu]",  # +1.2 %
+    }
+    # the estimated cycles: the +14 % step beyond the timings' 10 %, not the 2 % a
+    # cache model moves between runs of the same code
+    assert stepped(report.changes, "track_estimated_cycles") == {
+        "test_rb_sample[rlpace-tensor-random-cpu]"
+    }
+    (extend,) = [c for c in report.changes if "extend_sample[rlpace-list-random" in c.benchmark]
+    assert extend.ratio == pytest.approx(1.0117, abs=0.001) and extend.threshold == 0.01
+    old_way = history(results_dir=results, out_dir=tmp_path / "old", count_threshold=0.1)
+    assert stepped(old_way.changes, "track_instructions") == {
+        "test_rb_sample[rlpace-tensor-random-cpu]"
+    }
