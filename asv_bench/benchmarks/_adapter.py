@@ -95,9 +95,10 @@ def per_commit_ids(kind: str, compute: Callable[[], list[str]]) -> list[str]:
 
     asv runs each parameter of a benchmark in a process of its own, and each process
     imports the benchmark's module to learn the parameters. Computing them loads every
-    case module, and with them torch: 3.3 s a process. For the classes whose values all
-    come from their ``setup_cache`` (``counts``, ``work``) that import was all a tracked
-    value cost, 135 parameters x 2 methods about 18 minutes a commit. The list is
+    case module, and with them torch: 3.3 s to import, 4.6 s a process in asv's run. For
+    the classes whose values all come from their ``setup_cache`` (``counts``, ``work``)
+    that was all a tracked value cost, 135 parameters x 2 methods about 20 minutes a
+    commit (25 s with the list kept). The list is
     kept under ``$ASV_ENV_DIR`` keyed by ``$ASV_COMMIT`` (the rlpace installed there)
     and a hash of this file, the caller's module and the suite's files. Outside asv,
     and under ``asv run --python=same`` (which sets neither variable), it is computed

@@ -350,8 +350,8 @@ def step_threshold(
     for a timing or a memory figure, ``count_threshold`` for a count of work
     (:data:`COUNT_UNITS`). A count that follows the clock (the calling thread's Python
     calls of a collector, 1-3 % from process to process) is left to asv's step
-    detection, whose penalty grows with the series' own scatter: it splits no such
-    series into levels.
+    detection, whose penalty grows with the series' own scatter: it kept such a series
+    (``collector_with_rb[rlpace-single]``'s six processes) one level.
 
     Example:
         >>> timed = Series("cpu.x.time_case", "m", "e", ("a",), (1,), (1.0,))

@@ -51,8 +51,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=COUNT_THRESHOLD,
         help=(
-            "smallest relative step reported in a count of work (instructions, cycles, "
-            "aten ops, Python calls; 0.01 = 1 %%)"
+            "smallest relative step reported in a count of work (instructions, aten ops, "
+            "Python calls; 0.01 = 1 %%); estimated cycles keep --threshold"
         ),
     )
 
