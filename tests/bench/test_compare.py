@@ -219,6 +219,7 @@ def test_new_removed_failed_and_order():
         "new": 2,
         "removed": 1,
         "failed": 1,
+        "skipped": 0,
         "total": 5,
     }
     assert not comparison.worsened
@@ -281,7 +282,11 @@ def test_real_asv_fixture_files(asv_head, asv_base):
     comparison = compare_runs(load_results(asv_head), load_results(asv_base))
     rows = {r.fullname: r for r in comparison.rows}
     assert rows["bench_work.TimeBroken.time_raises"].verdict is Verdict.FAILED
-    assert rows["bench_work.TimeSum.time_sum('torchrl', 1000)"].verdict is Verdict.FAILED
+    # asv's NaN is a skip (its compare shows "n/a" without a mark), None a failure
+    skipped = rows["bench_work.TimeSum.time_sum('torchrl', 1000)"]
+    assert skipped.verdict is Verdict.SKIPPED and skipped.note == "skipped in head and base"
+    assert comparison.counts()["skipped"] == 1 and comparison.counts()["failed"] == 1
+    assert skipped not in comparison.lost
     assert rows["bench_work.TimeWork.time_loop"].change_pct < 0
 
 

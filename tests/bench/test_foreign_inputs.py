@@ -408,3 +408,29 @@ def test_asv_api1_grid_that_failed_whole_is_a_failed_row_per_combination():
     assert float(measured.set_index("fullname").loc[names[0], "median"]) == pytest.approx(
         0.004497451499143305
     )
+
+
+def test_an_asv_skip_is_neither_a_failure_nor_a_change(tmp_path, capsys):
+    """asv writes NaN for a benchmark that skipped itself (``NotImplementedError``) and
+    null for one that failed; asv's compare marks only the failure. A skip on either
+    side is ``skipped``, and does not fail ``--fail-on-regression``."""
+    doc = json.loads(ASV_FILE.read_text())
+    loop = "bench_work.TimeWork.time_loop"
+    del doc["results"]["bench_work.TimeBroken.time_raises"]  # drop the real failure
+    doc["results"][loop][11] = None  # no samples: the value alone
+    base = _write(tmp_path, "base.json", doc)
+    head_doc = json.loads(json.dumps(doc))
+    head_doc["results"][loop][0] = [float("nan")]
+    head = _write(tmp_path, "head.json", head_doc)
+    rows = {r.fullname: r for r in compare_runs(load_results(head), load_results(base)).rows}
+    assert rows[loop].verdict is Verdict.SKIPPED and rows[loop].note == "skipped in head"
+    back = {r.fullname: r for r in compare_runs(load_results(base), load_results(head)).rows}
+    assert back[loop].verdict is Verdict.SKIPPED
+    assert back[loop].note == "skipped in base: nothing to compare against"
+    code = main(["compare", "--head", str(head), "--base", str(base), "--fail-on-regression"])
+    out = capsys.readouterr().out
+    assert code == 0 and "skipped" in out and "failed in head" not in out
+    head_doc["results"][loop][0] = [None]  # the same benchmark failing instead
+    failing = _write(tmp_path, "failing.json", head_doc)
+    code = main(["compare", "--head", str(failing), "--base", str(base), "--fail-on-regression"])
+    assert code == 1 and "failed in head" in capsys.readouterr().out

@@ -640,6 +640,14 @@ def _single_run(h: pd.Series, b: pd.Series) -> bool:
     return min(len(h["run_medians"] or ()), len(b["run_medians"] or ())) < 2
 
 
+def _skipped(row: pd.Series | None) -> bool:
+    """An asv result of ``NaN``: the benchmark skipped itself on that side."""
+    if row is None or row["status"] != "failed":
+        return False
+    extra = row.get("extra_info")
+    return isinstance(extra, dict) and extra.get("asv_outcome") == "skipped"
+
+
 def _draft(
     h: pd.Series | None,
     b: pd.Series | None,
@@ -658,6 +666,10 @@ def _draft(
     if h["status"] == "failed":
         if b is not None and b["status"] == "ok":
             out.update(_side(b, "base"))
+        if _skipped(h):  # asv's NaN: not run here, as asv's compare reads it
+            out["verdict"] = Verdict.SKIPPED
+            out["note"] = "skipped in head" + (" and base" if _skipped(b) else "")
+            return out
         out["verdict"] = Verdict.FAILED
         out["note"] = "failed in head" + ("" if b is not None else " (not in base)")
         return out
@@ -667,6 +679,10 @@ def _draft(
             out["note"] = "not in base"
         return out
     if b["status"] == "failed":
+        if _skipped(b):
+            out["verdict"] = Verdict.SKIPPED
+            out["note"] = "skipped in base: nothing to compare against"
+            return out
         out["verdict"] = Verdict.NEW
         out["note"] = "failed in base: nothing to compare against"
         return out

@@ -50,7 +50,7 @@ class Verdict(enum.Enum):
         >>> Verdict("worsened") is Verdict.WORSENED
         True
         >>> [v.value for v in Verdict]
-        ['improved', 'worsened', 'unchanged', 'new', 'removed', 'failed']
+        ['improved', 'worsened', 'unchanged', 'new', 'removed', 'failed', 'skipped']
     """
 
     IMPROVED = "improved"
@@ -63,6 +63,10 @@ class Verdict(enum.Enum):
     """Only in base."""
     FAILED = "failed"
     """The head run of this benchmark failed."""
+    SKIPPED = "skipped"
+    """asv skipped it on a side (a ``NaN`` result: the benchmark raised asv's
+    ``NotImplementedError`` or ``SkipNotImplemented``), so there is nothing to compare;
+    as in asv's own ``compare``, neither a failure nor a change."""
 
 
 @dataclass(frozen=True)

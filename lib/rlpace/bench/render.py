@@ -149,6 +149,7 @@ _VERDICT_LABEL = {
     Verdict.NEW: "new",
     Verdict.REMOVED: "removed",
     Verdict.FAILED: "**failed**",
+    Verdict.SKIPPED: "skipped",
 }
 
 

@@ -93,8 +93,10 @@ def _seed_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
         name = neutralize(r.name)
         if r.verdict is Verdict.REMOVED:
             cells = [name, "-", "-", "removed"]
-        elif r.verdict is Verdict.FAILED:
-            cells = [name, "-", "-", "failed"]
+        elif r.verdict is Verdict.FAILED or (
+            r.verdict is Verdict.SKIPPED and not math.isfinite(r.head_mean)
+        ):
+            cells = [name, "-", "-", r.verdict.value]
         else:
             cells = [
                 name,
@@ -106,7 +108,7 @@ def _seed_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
             if r.verdict is Verdict.NEW:
                 base = units.format_rate(r.base_ops, r.value_unit)
                 cells += ["new" if not math.isfinite(r.base_ops) else base, "new"]
-            elif r.verdict in (Verdict.REMOVED, Verdict.FAILED):
+            elif r.verdict in (Verdict.REMOVED, Verdict.FAILED, Verdict.SKIPPED):
                 cells += [units.format_rate(r.base_ops, r.value_unit), r.verdict.value]
             else:
                 cells += [
