@@ -430,6 +430,8 @@ def test_an_asv_skip_is_neither_a_failure_nor_a_change(tmp_path, capsys):
     code = main(["compare", "--head", str(head), "--base", str(base), "--fail-on-regression"])
     out = capsys.readouterr().out
     assert code == 0 and "skipped" in out and "failed in head" not in out
+    main(["compare", "--head", str(head), "--base", str(base), "--only-changed", "--format", "csv"])
+    assert loop not in capsys.readouterr().out  # a skip is no change
     head_doc["results"][loop][0] = [None]  # the same benchmark failing instead
     failing = _write(tmp_path, "failing.json", head_doc)
     code = main(["compare", "--head", str(failing), "--base", str(base), "--fail-on-regression"])

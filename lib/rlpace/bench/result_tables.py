@@ -183,17 +183,19 @@ def filter_rows(
     rows: Sequence[BenchmarkChange], *, name: str | None = None, only_changed: bool = False
 ) -> list[BenchmarkChange]:
     """Rows whose name contains ``name`` (or matches it as a glob), and, with
-    ``only_changed``, only the rows whose verdict is not "unchanged".
+    ``only_changed``, only the rows whose verdict is neither "unchanged" nor "skipped"
+    (an asv skip is no change, as ``asv compare --only-changed`` has it).
 
     Example:
         >>> rows = [BenchmarkChange("t::fast", "fast", Verdict.UNCHANGED),
-        ...         BenchmarkChange("t::slow", "slow", Verdict.WORSENED)]
+        ...         BenchmarkChange("t::slow", "slow", Verdict.WORSENED),
+        ...         BenchmarkChange("t::off", "off", Verdict.SKIPPED)]
         >>> [r.name for r in filter_rows(rows, name="s")], [r.name for r in filter_rows(rows, only_changed=True)]
         (['fast', 'slow'], ['slow'])
     """
 
     def keep(r: BenchmarkChange) -> bool:
-        if only_changed and r.verdict is Verdict.UNCHANGED:
+        if only_changed and r.verdict in (Verdict.UNCHANGED, Verdict.SKIPPED):
             return False
         if not name:
             return True
