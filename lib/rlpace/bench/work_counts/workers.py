@@ -71,6 +71,7 @@ import mmap
 import os
 import shutil
 import signal
+import statistics
 import sys
 import tempfile
 import time
@@ -184,8 +185,8 @@ def _rated(windows: list[dict[str, int]], labels: list[str]) -> dict[str, float]
     rated = {}
     for label in labels:
         counts = [window.get(label, 0) for window in windows]
-        shares = sorted(n / total for n, total in zip(counts, totals, strict=True))
-        middle = shares[len(shares) // 2]
+        shares = [n / total for n, total in zip(counts, totals, strict=True)]
+        middle = statistics.median_high(shares)
         if middle > 0 and all(abs(x - middle) <= SHARE_TOLERANCE * middle for x in shares):
             rated[label] = round(sum(counts) / len(counts), 3)
     return rated
