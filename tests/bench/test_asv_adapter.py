@@ -214,7 +214,8 @@ def test_asv_publish_holds_every_count_of_work_to_the_count_threshold(discovered
     series that counts work 1 % and leave every timing and memory series at asv's 5 %."""
     from asv.config import Config
 
-    from rlpace.bench.history import COUNT_THRESHOLD, COUNT_UNITS
+    from rlpace.bench.history import COUNT_THRESHOLD
+    from rlpace.bench.units import COUNT_UNITS
 
     thresholds = Config.load(str(ASV_DIR / "asv.conf.json")).regressions_thresholds
     counted = {name for name, (_, unit) in discovered.items() if unit in COUNT_UNITS}

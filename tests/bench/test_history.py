@@ -12,7 +12,6 @@ import pytest
 from rlpace.bench.cli import main
 from rlpace.bench.errors import BenchInputError
 from rlpace.bench.history import (
-    COUNT_UNITS,
     Series,
     asv_paths,
     detect_step_changes,
@@ -21,6 +20,7 @@ from rlpace.bench.history import (
     plot_series,
     step_threshold,
 )
+from rlpace.bench.units import COUNT_UNITS
 
 LOOP = "bench_work.TimeWork.time_loop"
 SUM = "bench_work.TimeSum.time_sum"

@@ -67,6 +67,7 @@ import pandas as pd
 
 from rlpace.bench.comparison import BenchmarkChange, Comparison, Verdict
 from rlpace.bench.controls import NoiseFloor
+from rlpace.bench.counted_rows import count_verdict, counted
 from rlpace.bench.errors import BenchInputError
 from rlpace.bench.results import run_environment
 from rlpace.bench.stats import (
@@ -83,7 +84,7 @@ from rlpace.bench.stats import (
     prior_conflict,
     run_level_noise,
 )
-from rlpace.bench.thresholds import SINGLE_RUN_NOISE
+from rlpace.bench.thresholds import COUNTED_THRESHOLD, SINGLE_RUN_NOISE
 
 __all__ = [
     "compare_runs",
@@ -188,6 +189,7 @@ def compare_runs(
     paired: bool = False,
     paired_priors: Mapping[str, tuple[float, float]] | None = None,
     prior_stretch: tuple[float, float] | None = None,
+    count_threshold: float = COUNTED_THRESHOLD,
 ) -> Comparison:
     """Compare a head run against a base run, benchmark by benchmark.
 
@@ -264,6 +266,11 @@ def compare_runs(
             ``process_priors``) by instead of one fitted here (a confirmation of a few
             benchmarks has too few to fit one; it borrows the first comparison's
             :attr:`~rlpace.bench.comparison.Comparison.prior_stretch`).
+        count_threshold: the smallest change in % that may be flagged in a row whose
+            unit counts work (:func:`rlpace.bench.counted_rows.counted`: an asv
+            ``track_*`` of instructions or aten ops): such a row is judged on the count
+            gate, this threshold or four times its runs' own spread
+            (:func:`rlpace.bench.counted_rows.count_verdict`), not on a timing's noise.
 
     Returns:
         The :class:`~rlpace.bench.comparison.Comparison`, rows in head order then removed benchmarks.
@@ -281,7 +288,7 @@ def compare_runs(
         >>> compare_runs(head, base).rows[0].verdict.value
         'unchanged'
     """
-    given = {"threshold": threshold}
+    given = {"threshold": threshold, "count_threshold": count_threshold}
     if paired_threshold is not None:
         given["paired_threshold"] = paired_threshold
     for name, value in given.items():
@@ -305,10 +312,12 @@ def compare_runs(
     pair_priors = _check_priors(paired_priors, "paired_priors", "DuetCalibration.paired_priors()")
     head_rows = _by_fullname(head, "head")
     base_rows = _by_fullname(base, "base") if base is not None else {}
+    # a count of work is judged on its count gate: it lends no variance to the timings'
+    counts = {n for n, h in head_rows.items() if n in base_rows and _counted(h, base_rows[n])}
     gated = {
         name
         for name, h in head_rows.items()
-        if name in base_rows and _runs_comparable(h, base_rows[name])
+        if name in base_rows and name not in counts and _runs_comparable(h, base_rows[name])
     }
     if family_size is not None and not (isinstance(family_size, int) and family_size >= 1):
         raise BenchInputError(
@@ -378,7 +387,15 @@ def compare_runs(
             else None
         )  # fmt: skip
         drafts.append(
-            _draft(h, base_rows.get(fullname), base is not None, effective, run_gate, assumed)
+            _draft(
+                h,
+                base_rows.get(fullname),
+                base is not None,
+                effective,
+                run_gate,
+                assumed,
+                float(count_threshold),
+            )
         )
     for fullname, b in base_rows.items():
         if fullname not in head_rows:
@@ -391,18 +408,21 @@ def compare_runs(
         if "verdict" not in draft:
             at = paired_at if draft["method"] == "paired" else threshold
             draft["verdict"] = _decide(draft, at, alpha)
-            if fixed_impl is not None and draft["impl"] == fixed_impl:
-                if draft["verdict"] in (Verdict.IMPROVED, Verdict.WORSENED):
-                    draft["note"] = (
-                        f"a negative control: the same code on both sides, so its "
-                        f"{draft['median_change_pct']:+.1f}% is noise"
-                    )
-                draft["verdict"] = Verdict.UNCHANGED
+        flagged = draft["verdict"] in (Verdict.IMPROVED, Verdict.WORSENED)
+        if fixed_impl is not None and draft["impl"] == fixed_impl and flagged:
+            draft["note"] = (
+                f"a negative control: the same code on both sides, so its "
+                f"{draft['median_change_pct']:+.1f}% is noise"
+            )
+            draft["verdict"] = Verdict.UNCHANGED
         rows.append(BenchmarkChange(**draft))
     return Comparison(
         rows=tuple(rows),
         threshold=float(threshold),
         paired_threshold=paired_at if pairs else None,
+        count_threshold=(
+            float(count_threshold) if any(r.method == "counted" for r in rows) else None
+        ),
         alpha=float(alpha),
         has_base=base is not None,
         head=_run_meta(head),
@@ -632,6 +652,25 @@ def _identity(row: pd.Series) -> dict[str, Any]:
     }
 
 
+def _run_values(row: pd.Series) -> list[float]:
+    """One value a merged run (its median), or the row's median for a single run."""
+    return [float(x) for x in (row["run_medians"] or ())] or [float(row["median"])]
+
+
+def _counted(h: pd.Series, b: pd.Series) -> bool:
+    """Whether both sides ran and count work in the same unit, in clean counts
+    (:func:`rlpace.bench.counted_rows.counted`): judged on the count gate."""
+    if h["status"] != "ok" or b["status"] != "ok":
+        return False
+    unit = str(h.get("value_unit") or "seconds")
+    values = (*_run_values(h), *_run_values(b))
+    return (
+        unit == str(b.get("value_unit") or "seconds")
+        and counted(unit, len(_run_values(h)), len(_run_values(b)))
+        and all(math.isfinite(v) and v >= 0 for v in values)
+    )
+
+
 def _usable(row: pd.Series) -> bool:
     return all(math.isfinite(float(row[k])) and float(row[k]) > 0 for k in ("mean", "median"))
 
@@ -655,10 +694,12 @@ def _draft(
     calibrated: Mapping[str, float],
     run_gate: _RunGate | None,
     assumed_noise: float = 0.0,
+    count_threshold: float = COUNTED_THRESHOLD,
 ) -> dict[str, Any]:
     """Everything about one benchmark except the verdicts that need all q-values;
     ``run_gate``: the level and variance prior of its process-level gate (None: none);
-    ``assumed_noise``: the process noise assumed with one run a side (0: none)."""
+    ``assumed_noise``: the process noise assumed with one run a side (0: none);
+    ``count_threshold``: the floor of the count gate of a row that counts work."""
     if h is None:
         assert b is not None
         return {**_identity(b), **_side(b, "base"), "verdict": Verdict.REMOVED}
@@ -687,6 +728,9 @@ def _draft(
         out["note"] = "failed in base: nothing to compare against"
         return out
     out.update(_side(b, "base"))
+    if _counted(h, b):
+        judged = count_verdict(_run_values(h), _run_values(b), floor_pct=count_threshold)
+        return {**out, **judged, "verdict": Verdict(judged["verdict"])}
     if not (_usable(h) and _usable(b)):
         if all(float(h[k]) == float(b[k]) for k in ("mean", "median")):
             out["verdict"] = Verdict.UNCHANGED

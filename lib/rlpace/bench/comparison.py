@@ -269,6 +269,10 @@ class Comparison:
     not flagged; None: :attr:`threshold`, as in records written before it existed."""
     alpha: float = 0.05
     """False discovery rate for the q-values."""
+    count_threshold: float | None = None
+    """Effect size in % below which a row that counts work (method ``"counted"``: an asv
+    ``track_*`` of instructions, aten ops ...) is not flagged; None when no row was
+    judged so (:func:`rlpace.bench.counted_rows.count_verdict`)."""
     has_base: bool = True
     """False when there was no base run (every row is new or failed)."""
     head: Mapping[str, Any] = field(default_factory=dict)
@@ -341,7 +345,8 @@ class Comparison:
 
     def threshold_for(self, row: BenchmarkChange) -> float:
         """The effect threshold (%) that applied to ``row``: :attr:`paired_threshold`
-        for a row judged pair by pair, :attr:`threshold` for any other.
+        for a row judged pair by pair, :attr:`count_threshold` for a row that counts
+        work, :attr:`threshold` for any other.
 
         Example:
             >>> c = Comparison(rows=(), threshold=5.0, paired_threshold=2.0)
@@ -351,6 +356,8 @@ class Comparison:
         """
         if row.method == "paired" and self.paired_threshold is not None:
             return self.paired_threshold
+        if row.method == "counted" and self.count_threshold is not None:
+            return self.count_threshold
         return self.threshold
 
     def threshold_counts(self) -> tuple[int, int]:
@@ -438,6 +445,7 @@ class Comparison:
             "version": COMPARISON_FORMAT_VERSION,
             "threshold": self.threshold,
             "paired_threshold": self.paired_threshold,
+            "count_threshold": self.count_threshold,
             "alpha": self.alpha,
             "has_base": self.has_base,
             "head": _jsonable(dict(self.head)),

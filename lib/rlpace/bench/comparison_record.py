@@ -326,6 +326,7 @@ COMPARISON_SCHEMA: dict[str, Any] = {
         "version": {"const": COMPARISON_FORMAT_VERSION},
         "threshold": {"type": "number", "minimum": 0, "maximum": 10_000},
         "paired_threshold": {"type": ["number", "null"], "minimum": 0, "maximum": 10_000},
+        "count_threshold": {"type": ["number", "null"], "minimum": 0, "maximum": 10_000},
         "alpha": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
         "has_base": {"type": "boolean"},
         "head": _RUN_META,

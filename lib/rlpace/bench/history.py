@@ -35,10 +35,10 @@ from pathlib import Path
 
 from rlpace.bench.counts.verdict import DEFAULT_FLOOR
 from rlpace.bench.errors import BenchInputError
+from rlpace.bench.units import COUNT_UNITS
 
 __all__ = [
     "COUNT_THRESHOLD",
-    "COUNT_UNITS",
     "HistoryReport",
     "Series",
     "StepChange",
@@ -52,31 +52,8 @@ __all__ = [
     "write_index",
 ]
 
-COUNT_UNITS = frozenset(
-    {
-        "instructions",
-        "aten ops",
-        "kernel launches",
-        "syncs",
-        "copies",
-        "Python calls",
-        "worker Python calls",
-    }
-)
-"""Units of the asv series that count work instead of timing it: the count tier's
-(``counts.Counts.track_instructions``, Callgrind) and the work counts'
-(``work.Work.track_*``, the GPU set's ``track_kernels`` ...). Two processes of the same
-commit count the same instructions to within 1 % (asv's own runs of two pairs of
-commits with the same code, 120 cases: 0.002 / 0.03 / 0.75 % at the median / p90 / max,
-the list-storage samplers the most) and the same
-aten ops exactly, so a step of a few percent is the code's, where a timing on a shared
-host needs 10 %. The calling thread's Python calls of a collector follow the clock by
-1-3 %; asv's step fit keeps such scatter one level. The count tier's estimated cycles
-(``track_estimated_cycles``, unit ``cycles``) are not among them: a model of the cache
-that follows the memory layout, they moved up to 2.3 % between those runs (p90 0.7 %),
-and keep the timings' threshold; the pull request's verdict does not judge them either."""
 COUNT_THRESHOLD = DEFAULT_FLOOR
-"""The smallest relative step reported in a series of :data:`COUNT_UNITS` (0.01): the
+"""The smallest relative step reported in a series of :data:`~rlpace.bench.units.COUNT_UNITS` (0.01): the
 count tier's gate floor, the least change a pull request's counts are flagged for."""
 
 
@@ -348,7 +325,7 @@ def step_threshold(
 ) -> float:
     """The smallest relative step :func:`history` reports in ``series``: ``threshold``
     for a timing or a memory figure, ``count_threshold`` for a count of work
-    (:data:`COUNT_UNITS`). A count that follows the clock (the calling thread's Python
+    (:data:`~rlpace.bench.units.COUNT_UNITS`). A count that follows the clock (the calling thread's Python
     calls of a collector, 1-3 % from process to process) is left to asv's step
     detection, whose penalty grows with the series' own scatter: it kept such a series
     (``collector_with_rb[rlpace-single]``'s six processes) one level.

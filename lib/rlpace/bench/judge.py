@@ -43,7 +43,7 @@ from rlpace.bench.comparison import Comparison, Verdict
 from rlpace.bench.controls import noise_floor_from_controls
 from rlpace.bench.errors import BenchInputError
 from rlpace.bench.gates import NoiseModel
-from rlpace.bench.thresholds import PAIRED_THRESHOLD, SINGLE_RUN_NOISE
+from rlpace.bench.thresholds import COUNTED_THRESHOLD, PAIRED_THRESHOLD, SINGLE_RUN_NOISE
 from rlpace.bench.work_counts.join import apply_work_counts
 from rlpace.bench.work_counts.verdict import DECIDING
 
@@ -82,6 +82,11 @@ class Judge:
     alpha: float = 0.05
     """False discovery rate of the comparator's tests (and family error rate of its
     process-level gates)."""
+    count_threshold: float = COUNTED_THRESHOLD
+    """Effect threshold, percent, of a row whose unit counts work (an asv ``track_*``
+    of instructions, aten ops ...): the floor of its count gate
+    (:func:`rlpace.bench.counted_rows.count_verdict`); a count does not follow the
+    load, so neither :attr:`threshold` nor the assumed process noise applies to it."""
     noise: NoiseModel | None = None
     """The calibrated noise model (None: the comparator's own gates alone)."""
     control_floor: bool = True
@@ -121,6 +126,7 @@ class Judge:
         for name, value, flag in (
             ("threshold", self.threshold, "--threshold 5"),
             ("paired_threshold", self.paired_threshold, "--paired-threshold 2"),
+            ("count_threshold", self.count_threshold, "--count-threshold 1"),
         ):
             if not (isinstance(value, int | float) and 0 <= value < math.inf):
                 raise BenchInputError(
@@ -192,6 +198,7 @@ class Judge:
                 threshold=self.threshold,
                 alpha=self.alpha,
                 single_run_noise=self.single_run_noise,
+                count_threshold=self.count_threshold,
             )
         comparison = apply_work_counts(self._compare(head, base), head, base)
         return self._cite(comparison, head)
@@ -321,6 +328,7 @@ class Judge:
             single_run_noise=self.single_run_noise,
             paired=self.paired,
             paired_priors=self.paired_priors if self.paired else None,
+            count_threshold=self.count_threshold,
         )
 
     def _cite(self, comparison: Comparison, head: pd.DataFrame) -> Comparison:

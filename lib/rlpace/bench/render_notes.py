@@ -65,6 +65,14 @@ def change_size(pct: float) -> str:
     return "≥×1000" if factor >= 1000 else f"×{factor:.1f}"
 
 
+def _instructions_only(comparison: Comparison) -> bool:
+    """Whether every row judged on a count counted instructions (the count tier's, or
+    an asv series of them), so the sentence can name them."""
+    return all(
+        row.value_unit == "instructions" for row in comparison.rows if row.method == "counted"
+    )
+
+
 def sensitivity_text(comparison: Comparison, *, markdown: bool = True) -> str:
     """The comment's sentence on what the run could see (empty when nothing was
     compared): how many judged benchmarks would catch a 2, 5 and 10 % slow-down, how
@@ -98,7 +106,8 @@ def sensitivity_text(comparison: Comparison, *, markdown: bool = True) -> str:
     )
     if s.by_counts:
         counted = s.catches_counted(high)
-        text += f"; {counted} of them on {'its' if counted == 1 else 'their'} instruction counts"
+        what = "instruction counts" if _instructions_only(comparison) else "counts"
+        text += f"; {counted} of them on {'its' if counted == 1 else 'their'} {what}"
     text += "."
     if s.timing:
         n = len(s.timing)

@@ -7,6 +7,9 @@ same figures the comment's *Detectable* column shows:
 - a row the count tier judged (its ``count_verdict`` is ``same``, ``regression`` or
   ``improvement``) catches what clears its instruction gate: ``count_detect_pct``, the
   gate plus the case's A/A spread (the gate alone in older records);
+- a row whose value is a count of work (method ``"counted"``: an asv ``track_*`` of
+  instructions or aten ops, :mod:`rlpace.bench.counted_rows`) catches its ``mdc_pct``,
+  its count gate plus its runs' spread;
 - a timed row catches its ``mdc_pct``, the change it flags 80 % of the time with this
   run's runs and rounds, but never a change at or below its effect threshold, which a
   change must exceed to be flagged (``Comparison.threshold_for``: 2 % for a duet's
@@ -69,11 +72,16 @@ def detectable_pct(row: BenchmarkChange, threshold: float) -> tuple[float, str]:
         >>> detectable_pct(BenchmarkChange("t::a", "a", Verdict.UNCHANGED, mdc_pct=40.0,
         ...                                count_verdict="same", count_gate_pct=1.0), 5.0)
         (1.0, 'counts')
+        >>> detectable_pct(BenchmarkChange("asv", "asv", Verdict.UNCHANGED, mdc_pct=1.0,
+        ...                                method="counted"), 5.0)
+        (1.0, 'counts')
     """
     if row.count_verdict in COUNT_VERDICTS:
         for value in (row.count_detect_pct, row.count_gate_pct):
             if value is not None and math.isfinite(value):
                 return float(value), "counts"
+    if row.method == "counted" and math.isfinite(row.mdc_pct):
+        return float(row.mdc_pct), "counts"
     mdc = row.mdc_pct
     if not math.isfinite(mdc):
         return math.inf, "timing"

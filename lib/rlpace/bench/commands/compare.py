@@ -26,7 +26,12 @@ from typing import TYPE_CHECKING, TextIO
 
 from rlpace.bench.choices import COMPARE_COLUMN_NAMES, COMPARE_SORT_KEYS, STYLES
 from rlpace.bench.errors import BenchInputError
-from rlpace.bench.thresholds import PAIRED_THRESHOLD, SINGLE_RUN_NOISE, THRESHOLD
+from rlpace.bench.thresholds import (
+    COUNTED_THRESHOLD,
+    PAIRED_THRESHOLD,
+    SINGLE_RUN_NOISE,
+    THRESHOLD,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from rlpace.bench.comparison import Comparison
@@ -73,6 +78,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=PAIRED_THRESHOLD,
         help="the same for benchmarks judged pair by pair (with --paired; default: "
         f"{PAIRED_THRESHOLD:g}, as pr)",
+    )
+    parser.add_argument(
+        "--count-threshold",
+        type=float,
+        default=COUNTED_THRESHOLD,
+        help="the same for a value that counts work (an asv track_* of instructions, aten "
+        "ops, kernel launches ...): it is judged on this count gate, not on a timing's "
+        f"noise (default: {COUNTED_THRESHOLD:g})",
     )
     parser.add_argument(
         "--alpha",
@@ -223,6 +236,7 @@ def compare_files(
     single_run_noise: float = SINGLE_RUN_NOISE,
     paired: bool = False,
     paired_threshold: float = PAIRED_THRESHOLD,
+    count_threshold: float = COUNTED_THRESHOLD,
     calibration: Path | None = None,
     duets: Path | None = None,
     name_filter: str | None = None,
@@ -242,7 +256,8 @@ def compare_files(
 
     The verdicts come from the same :class:`~rlpace.bench.judge.Judge` ``pr`` uses
     (threshold, alpha, ``calibration``, with ``paired`` the ``paired_threshold`` and the ``duets`` calibration's
-    pair spreads, the negative-control floor), so the files
+    pair spreads, the negative-control floor, the ``count_threshold`` of values that
+    count work), so the files
     ``pr`` ran give the verdicts ``pr``'s first comparison gave; several files a side
     are merged as ``pr`` merges its repeats. (``pr`` then confirms its flags on fresh
     runs, which two files cannot do.)
@@ -299,6 +314,7 @@ def compare_files(
         duets_source=str(duets or ""),
         threshold=threshold,
         paired_threshold=paired_threshold,
+        count_threshold=count_threshold,
         alpha=alpha,
         single_run_noise=single_run_noise,
         same_packages=not differences,
@@ -370,6 +386,7 @@ def main(args: argparse.Namespace) -> int:
         single_run_noise=args.single_run_noise / 100,
         paired=args.paired,
         paired_threshold=args.paired_threshold,
+        count_threshold=args.count_threshold,
         calibration=Path(args.calibration) if args.calibration else None,
         duets=Path(args.duets) if args.duets else None,
         name_filter=args.name_filter,
