@@ -329,7 +329,7 @@ def test_every_foreign_file_loads(tmp_path):
     for path in files:
         df = load_results(path)
         assert len(df) >= 1
-        assert set(df["status"]) <= {"ok", "failed"}
+        assert set(df["status"]) <= {"ok", "failed", "skipped"}
 
 
 def test_asv_api1_example_units_names_and_golden(fixtures_dir):
@@ -432,6 +432,8 @@ def test_an_asv_skip_is_neither_a_failure_nor_a_change(tmp_path, capsys):
     assert code == 0 and "skipped" in out and "failed in head" not in out
     main(["compare", "--head", str(head), "--base", str(base), "--only-changed", "--format", "csv"])
     assert loop not in capsys.readouterr().out  # a skip is no change
+    assert main(["show", str(head), "-k", "time_loop", "--format", "csv"]) == 0
+    assert capsys.readouterr().out.splitlines()[1].endswith(",skipped")  # not "failed"
     head_doc["results"][loop][0] = [None]  # the same benchmark failing instead
     failing = _write(tmp_path, "failing.json", head_doc)
     code = main(["compare", "--head", str(failing), "--base", str(base), "--fail-on-regression"])

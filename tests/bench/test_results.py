@@ -77,7 +77,7 @@ def test_asv_result_file(asv_head):
     assert summed["impl"] == "rlpace"
     assert summed["ci_low"] <= summed["median"] <= summed["ci_high"]
     skipped = df.loc["bench_work.TimeSum.time_sum('torchrl', 1000)"]
-    assert skipped["status"] == "failed"
+    assert skipped["status"] == "skipped"
     assert skipped["extra_info"]["asv_outcome"] == "skipped"
     broken = df.loc["bench_work.TimeBroken.time_raises"]
     assert broken["status"] == "failed"
@@ -265,6 +265,19 @@ def test_merge_runs_failed_anywhere_is_failed():
     a = results_from_records([{"fullname": "x", "data": [1.0, 2.0]}])
     b = results_from_records([{"fullname": "x", "status": "failed"}])
     assert merge_runs([a, b]).iloc[0]["status"] == "failed"
+
+
+def test_merge_runs_skipped_anywhere_is_skipped_and_failed_wins():
+    """An asv skip (``NaN``) is its own status, so ``show`` and the comparator do not
+    read it as a failure; merged with a failed run, the failure stands."""
+    ok = results_from_records([{"fullname": "x", "data": [1.0, 2.0]}])
+    skipped = results_from_records([{"fullname": "x", "status": "skipped"}])
+    failed = results_from_records([{"fullname": "x", "status": "failed"}])
+    assert merge_runs([ok, skipped]).iloc[0]["status"] == "skipped"
+    assert merge_runs([skipped, failed]).iloc[0]["status"] == "failed"
+    assert skipped.iloc[0]["run_medians"] == []
+    odd = results_from_records([{"fullname": "x", "status": "maybe", "data": [1.0]}])
+    assert odd.iloc[0]["status"] == "ok"  # an unknown status is read from the values
 
 
 def test_merge_runs_refuses_other_machines():

@@ -681,10 +681,7 @@ def _single_run(h: pd.Series, b: pd.Series) -> bool:
 
 def _skipped(row: pd.Series | None) -> bool:
     """An asv result of ``NaN``: the benchmark skipped itself on that side."""
-    if row is None or row["status"] != "failed":
-        return False
-    extra = row.get("extra_info")
-    return isinstance(extra, dict) and extra.get("asv_outcome") == "skipped"
+    return row is not None and row["status"] == "skipped"
 
 
 def _draft(
@@ -704,7 +701,7 @@ def _draft(
         assert b is not None
         return {**_identity(b), **_side(b, "base"), "verdict": Verdict.REMOVED}
     out = {**_identity(h), **_side(h, "head")}
-    if h["status"] == "failed":
+    if h["status"] != "ok":  # failed, or skipped
         if b is not None and b["status"] == "ok":
             out.update(_side(b, "base"))
         if _skipped(h):  # asv's NaN: not run here, as asv's compare reads it
@@ -719,7 +716,7 @@ def _draft(
         if has_base:
             out["note"] = "not in base"
         return out
-    if b["status"] == "failed":
+    if b["status"] != "ok":
         if _skipped(b):
             out["verdict"] = Verdict.SKIPPED
             out["note"] = "skipped in base: nothing to compare against"

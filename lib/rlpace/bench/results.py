@@ -9,7 +9,8 @@ table.
 Columns (:data:`COLUMNS`): ``fullname`` (the key), ``name``, ``group``, ``params``
 (dict or None), ``impl`` (``params["impl"]`` or None), ``min``, ``max``, ``mean``,
 ``stddev``, ``median``, ``iqr``, ``ops``, ``rounds``, ``data`` (list of per-round
-seconds, or None), ``extra_info`` (dict), ``status`` (``"ok"``/``"failed"``),
+seconds, or None), ``extra_info`` (dict), ``status`` (``"ok"``, ``"failed"``, or ``"skipped"``: an
+asv result of ``NaN``, the benchmark skipped itself on that run),
 ``ci_low``/``ci_high`` (an interval for the location when the file has one, else NaN),
 ``higher_is_better`` (False for times, sizes and counts; see
 :func:`rlpace.bench.units.higher_is_better_for`), ``value_unit`` (``"seconds"``,
@@ -64,6 +65,7 @@ from rlpace.bench.units import SECONDS, higher_is_better_for, normalize_unit
 
 __all__ = [
     "COLUMNS",
+    "STATUSES",
     "MAX_RESULT_BYTES",
     "SUPPORTED_ASV_API",
     "SUPPORTED_PYTEST_BENCHMARK",
@@ -74,6 +76,11 @@ __all__ = [
     "results_from_records",
     "run_environment",
 ]
+
+STATUSES = ("ok", "failed", "skipped")
+"""A row's ``status``: measured, failed (an error, or asv's ``null``), or skipped (asv's
+``NaN``: the benchmark skipped itself, e.g. ``NotImplementedError`` for a parameter
+combination; like ``asv compare``, neither a failure nor a change)."""
 
 COLUMNS = (
     "fullname",
@@ -292,7 +299,7 @@ def _normalize_row(row: dict[str, Any]) -> dict[str, Any]:
     row["higher_is_better"] = (
         higher_is_better_for(row["value_unit"]) if higher is None else bool(higher)
     )
-    if row.get("status") not in ("ok", "failed"):
+    if row.get("status") not in STATUSES:
         row["status"] = "ok" if math.isfinite(row["mean"]) else "failed"
     medians = row.get("run_medians")
     if medians is None:
@@ -442,9 +449,10 @@ def _merge_rows(rows: list[pd.Series]) -> dict[str, Any]:
             "value_unit",
         )
     }
-    if any(r["status"] == "failed" for r in rows):
-        out["status"] = "failed"
-        return out
+    for status in ("failed", "skipped"):  # a run that failed fails the row, then one skipped
+        if any(r["status"] == status for r in rows):
+            out["status"] = status
+            return out
     out["run_medians"] = [m for r in rows for m in r["run_medians"]]
     if all(r["data"] is not None for r in rows):
         out["data"] = [x for r in rows for x in r["data"]]
