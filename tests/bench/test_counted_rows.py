@@ -71,6 +71,10 @@ def test_compare_of_asv_count_files_flags_the_steps_the_history_names():
     assert small.method == "counted" and small.noise_pct == 1.0
     assert -1.3 < small.median_change_pct < -1.1
     assert comparison.count_threshold == 1.0
+    text = render_report(comparison)
+    assert "6 would catch a 2% slow-down" in text  # the instruction rows, at their gate
+    assert "6 of them on their instruction counts" in text
+    assert "the 6 measured ones" in text  # the cycles are not timings either
     # as a timing it would be noise: the same files with the counts' gate at 5 %
     loose = Judge(count_threshold=5.0).judge(load_side(_commit(CHECK)), load_side(_commit(PARENT)))
     assert {r.fullname for r in loose.rows if r.verdict is Verdict.WORSENED} < worse

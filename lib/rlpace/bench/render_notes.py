@@ -25,7 +25,7 @@ from typing import Any
 from rlpace.bench.comparison import Comparison
 from rlpace.bench.controls import CONTROL_IMPL
 from rlpace.bench.markdown_safe import code_span, neutralize
-from rlpace.bench.sensitivity import LEVELS, sensitivity
+from rlpace.bench.sensitivity import COUNT_VERDICTS, LEVELS, sensitivity
 
 __all__ = [
     "BUSY_RATIO",
@@ -73,6 +73,16 @@ def _instructions_only(comparison: Comparison) -> bool:
     )
 
 
+def _timed_only(comparison: Comparison) -> bool:
+    """Whether every row judged on its spread (not on a count) is a timing, so the
+    sentence can call them timed (an asv file also holds memory figures, cycles ...)."""
+    return all(
+        row.value_unit == "seconds"
+        for row in comparison.rows
+        if row.method != "counted" and row.count_verdict not in COUNT_VERDICTS
+    )
+
+
 def sensitivity_text(comparison: Comparison, *, markdown: bool = True) -> str:
     """The comment's sentence on what the run could see (empty when nothing was
     compared): how many judged benchmarks would catch a 2, 5 and 10 % slow-down, how
@@ -112,9 +122,10 @@ def sensitivity_text(comparison: Comparison, *, markdown: bool = True) -> str:
     if s.timing:
         n = len(s.timing)
         median = s.timing_median_pct
+        kind = "timed" if _timed_only(comparison) else "measured"
         if not math.isfinite(median):
             text += (
-                f" {'The timed one has' if n == 1 else f'Most of the {n} timed ones have'} no "
+                f" {f'The {kind} one has' if n == 1 else f'Most of the {n} {kind} ones have'} no "
                 "detectable change to show (too few rounds or runs, or summary statistics only)."
             )
         else:
@@ -126,7 +137,7 @@ def sensitivity_text(comparison: Comparison, *, markdown: bool = True) -> str:
                 f"{shown(name)} {change_size(d)}" for name, d, _ in wide[:2] if d > high
             )
             text += (
-                f" The {n} timed {'one needs' if n == 1 else 'ones need'} {change_size(median)} at "
+                f" The {n} {kind} {'one needs' if n == 1 else 'ones need'} {change_size(median)} at "
                 "the median" + (f", {widest}" if widest else "") + "."
             )
     if s.work_counted:
