@@ -12,7 +12,9 @@ case whose forked workers or other threads are counted
 (:mod:`rlpace.bench.work_counts.workers`, :mod:`rlpace.bench.work_counts.threads`),
 ``track_worker_calls`` is the calls a call of the functions they call equally often
 in every call: the part of their work that repeats exactly from commit to commit
-(their total follows where the episodes end).
+(their total follows where the episodes end), when 8 or more functions are steady
+(the pull request's guard; with fewer, which are steady is chance and the series
+flipped between 0 and 8 calls with the code unchanged).
 
 A commit whose rlpace has no work counts skips these benchmarks and says why, as does
 a case that could not be built or counted.
@@ -47,6 +49,16 @@ def _workers_counted() -> bool:
     return install() == ""
 
 
+def _anchors_min() -> int:
+    """How many functions must be steady before the workers' steady calls mean
+    anything (the pull request's guard, ``ANCHORS_MIN``; 8 before it had a name)."""
+    try:
+        from rlpace.bench.work_counts.verdict import ANCHORS_MIN
+    except ImportError:
+        return 8
+    return int(ANCHORS_MIN)
+
+
 def _newest_thread() -> int:
     """The newest thread's mark, where this commit's rlpace counts threads (else 0)."""
     try:
@@ -76,8 +88,13 @@ def _count(c, params: dict, workers: bool = False) -> dict:
         measured = measure_work_counts(timed.fn, cuda=False, **extra)
         out = describe_counts(measured)
         steady = (measured.get("worker_names") or {}).get("steady")
-        if steady is not None:
+        if steady is not None and len(steady) >= _anchors_min():
             out["worker_steady_calls"] = sum(steady.values())
+        elif steady is not None:  # a sleep-bound row: which functions are steady is chance
+            out["worker_unsteady"] = (
+                f"{len(steady)} of its workers' functions were steady, fewer than the "
+                f"{_anchors_min()} the pull request's work counts ask before they judge"
+            )
         return out
     finally:
         if timed.teardown is not None:
@@ -128,9 +145,13 @@ class Work:
     track_py_calls.unit = "Python calls"
 
     def track_worker_calls(self, data, case):
-        value = data["counts"][case].get("worker_steady_calls")
+        counted = data["counts"][case]
+        value = counted.get("worker_steady_calls")
         if value is None:
-            raise _skip("no worker processes or threads of this case were counted at this commit")
+            raise _skip(
+                counted.get("worker_unsteady")
+                or "no worker processes or threads of this case were counted at this commit"
+            )
         return value
 
     track_worker_calls.unit = "worker Python calls"

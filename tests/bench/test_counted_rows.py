@@ -114,6 +114,18 @@ def test_python_calls_follow_the_clock_so_one_run_a_side_keeps_the_timing_rules(
     assert far.verdict is Verdict.WORSENED
 
 
+def test_a_clock_following_count_of_zero_on_one_side_is_not_a_failure():
+    """asv's work series over real commits: a sleep-bound threaded row's workers had 8
+    steady calls in one process and none in the next, code unchanged. One run a side
+    of such a count cannot be judged; it is neither a failure nor new work."""
+    unit = "worker Python calls"
+    for head, base in ((0.0, 8.0), (8.0, 0.0)):
+        row = Judge().judge(_side(head, unit), _side(base, unit)).rows[0]
+        assert row.verdict is Verdict.UNCHANGED and "may follow the clock" in row.note
+    timing = Judge().judge(_side(0.0, "seconds"), _side(1.0, "seconds")).rows[0]
+    assert timing.verdict is Verdict.FAILED  # a time of zero is still a broken timer
+
+
 def test_a_count_of_zero_on_one_side_is_new_or_gone_work():
     assert count_verdict([5.0], [0.0], floor_pct=1.0)["verdict"] == "worsened"
     assert count_verdict([0.0], [5.0], floor_pct=1.0)["verdict"] == "improved"

@@ -210,7 +210,8 @@ def test_a_count_of_work_reports_a_step_a_timing_of_the_same_size_would_not():
 
 @pytest.mark.parametrize("unit", sorted(COUNT_UNITS))
 def test_every_unit_of_work_counts_gets_the_count_threshold(unit):
-    assert step_threshold(_counted((10.0, 10.0, 10.0), unit=unit)) == pytest.approx(0.01)
+    expected = 0.1 if unit == "worker Python calls" else 0.01  # which are steady: chance
+    assert step_threshold(_counted((10.0, 10.0, 10.0), unit=unit)) == pytest.approx(expected)
     assert step_threshold(_counted((10.0, 10.0, 10.0), unit="calls per second")) == 0.1
     # the count tier's estimated cycles follow the memory layout (2 % between runs)
     assert step_threshold(_counted((10.0, 10.0, 10.0), unit="cycles")) == 0.1

@@ -41,6 +41,7 @@ from rlpace.bench.stats import (
     run_level_noise,
 )
 from rlpace.bench.thresholds import COUNTED_THRESHOLD
+from rlpace.bench.units import COUNT_UNITS
 
 __all__ = ["MIN_SAMPLES", "RunGate", "counted_pair", "decide_row", "draft_row", "runs_comparable"]
 
@@ -222,6 +223,14 @@ def draft_row(
         if all(float(h[k]) == float(b[k]) for k in ("mean", "median")):
             out["verdict"] = Verdict.UNCHANGED
             out["note"] = "the same value on both sides"
+        elif out["value_unit"] in COUNT_UNITS:
+            # a count that may follow the clock (not judged on the count gate): one run
+            # a side cannot tell its noise from 0 against a few
+            out["verdict"] = Verdict.UNCHANGED
+            out["note"] = (
+                f"counted {float(b['median']):g} in base and {float(h['median']):g} in head: "
+                "a count that may follow the clock, one run a side, so no ratio can be judged"
+            )
         elif not _usable(h):
             out["verdict"] = Verdict.FAILED
             out["note"] = "head measured zero: no ratio to compare (a timer too coarse?)"
