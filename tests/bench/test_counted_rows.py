@@ -127,6 +127,8 @@ def test_a_clock_following_count_of_zero_on_one_side_is_not_a_failure():
 
 
 def test_a_count_of_zero_on_one_side_is_new_or_gone_work():
+    # a side whose runs counted 0 and more cannot be judged, whatever the other says
+    assert count_verdict([0.0, 5.0], [5.0, 5.0], floor_pct=1.0)["verdict"] == "unchanged"
     assert count_verdict([5.0], [0.0], floor_pct=1.0)["verdict"] == "worsened"
     assert count_verdict([0.0], [5.0], floor_pct=1.0)["verdict"] == "improved"
     assert count_verdict([0.0], [0.0], floor_pct=1.0)["verdict"] == "unchanged"

@@ -1,7 +1,7 @@
 """Rows whose values count work: judged on the count gate, not on a timing's noise.
 
 An asv ``track_*`` benchmark of the count tier (``counts.Counts.track_instructions``)
-or of the work counts (``work.Work.track_aten_ops`` ...) records a count, not a time.
+or of the work counts (``work.Work.track_ops`` ...) records a count, not a time.
 Two processes of the same code count the same to within 1 %
 (:data:`~rlpace.bench.units.COUNT_UNITS`), however busy the machine, so the timings'
 rules would blind the comparator: one value a side would be judged against an
@@ -103,6 +103,12 @@ def count_verdict(
         if one_run or noise <= floor_pct
         else f"the count gate ±{noise:.1f}% ({k:g} × its runs' spread of {spread * 100:.2f}%)"
     )
+    if math.isinf(spread):
+        return {
+            **out,
+            "verdict": "unchanged",
+            "note": "its runs of one side counted 0 and more: the count cannot be judged",
+        }
     if h == 0 or b == 0:
         if h == b:
             return {**out, "verdict": "unchanged", "note": "counted 0 on both sides"}
