@@ -61,8 +61,9 @@ COUNT_UNITS = frozenset(
 (``work.Work.track_*``, the GPU set's ``track_kernels`` ...). Two processes of the same
 commit count the same instructions to within 1 % (asv's own runs of two pairs of
 commits with the same code, 120 cases: 0.002 / 0.03 / 0.75 % at the median / p90 / max,
-the list-storage samplers the most) and the same aten ops exactly, so a change of a
-few percent is the code's, where a timing on a shared host needs 10 %. The count
+the list-storage samplers the most) and the same aten ops exactly (but for one torchrl
+twin's multi-process collector, 0.35 and 0.61 % in asv's runs of three commits), so a
+change of a few percent is the code's, where a timing on a shared host needs 10 %. The count
 tier's estimated cycles (unit ``cycles``) are not among them: a model of the cache that
 follows the memory layout, they moved up to 2.3 % between those runs (p90 0.7 %)."""
 
@@ -70,8 +71,10 @@ STEADY_COUNT_UNITS = COUNT_UNITS - {"Python calls", "worker Python calls"}
 """The :data:`COUNT_UNITS` that one process a side can judge: the same code counts them
 the same to within the count gate's 1 % floor in every process. Python calls are
 left out: a collector's calling thread polls while it waits, so its calls follow the
-clock by 1-3 % from process to process, which only a spread read from two or more
-processes a side can gate."""
+clock by 1-3 % from process to process, and the workers' steady calls total the
+functions that happened to be steady in that process (a threaded row's moved 1.96 %
+with the code unchanged); only a spread read from two or more processes a side can
+gate them."""
 
 _SECONDS_ALIASES = {"s", "sec", "secs", "second", "seconds", "time"}
 _BYTES_ALIASES = {"b", "byte", "bytes", "memory", "peakmemory"}
