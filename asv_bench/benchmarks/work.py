@@ -88,12 +88,13 @@ def _count(c, params: dict, workers: bool = False) -> dict:
         measured = measure_work_counts(timed.fn, cuda=False, **extra)
         out = describe_counts(measured)
         steady = (measured.get("worker_names") or {}).get("steady")
-        if steady is not None and len(steady) >= _anchors_min():
+        least = _anchors_min()
+        if steady is not None and len(steady) >= least:
             out["worker_steady_calls"] = sum(steady.values())
         elif steady is not None:  # a sleep-bound row: which functions are steady is chance
             out["worker_unsteady"] = (
                 f"{len(steady)} of its workers' functions were steady, fewer than the "
-                f"{_anchors_min()} the pull request's work counts ask before they judge"
+                f"{least} the pull request's work counts ask before they judge"
             )
         return out
     finally:

@@ -225,7 +225,6 @@ def _rows(
         value = result[j]
         if value is None or (isinstance(value, float) and math.isnan(value)):
             row["status"] = "failed" if value is None else "skipped"
-            row["extra_info"]["asv_outcome"] = row["status"]
             rows.append(row)
             continue
         value = check.number(

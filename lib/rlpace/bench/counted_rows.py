@@ -30,7 +30,7 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from rlpace.bench.counts.verdict import DEFAULT_K, CountGate, relative_change
+from rlpace.bench.counts.verdict import DEFAULT_K, CountGate, relative_change, relative_spread
 from rlpace.bench.units import COUNT_UNITS, STEADY_COUNT_UNITS
 
 __all__ = ["count_verdict", "counted"]
@@ -53,12 +53,6 @@ def counted(unit: str, head_runs: int, base_runs: int) -> bool:
     if unit in STEADY_COUNT_UNITS:
         return True
     return unit in COUNT_UNITS and min(head_runs, base_runs) >= 2
-
-
-def _spread(values: Sequence[float]) -> float:
-    """Largest relative difference between two runs of one side (0 with one run)."""
-    low, high = min(values), max(values)
-    return relative_change(high, low) if low > 0 else (0.0 if high == 0 else math.inf)
 
 
 def count_verdict(
@@ -87,7 +81,7 @@ def count_verdict(
         'worsened'
     """
     h, b = statistics.median(head), statistics.median(base)
-    spread = max(_spread(head), _spread(base))
+    spread = max(relative_spread(head), relative_spread(base))
     gate = CountGate(spread=spread, cycles_spread=0.0, runs=min(len(head), len(base)))
     floor = floor_pct / 100
     noise = gate.threshold(k, floor) * 100

@@ -38,6 +38,7 @@ __all__ = [
     "compare_counts",
     "gate_from_aa",
     "relative_change",
+    "relative_spread",
     "warmed_apart",
     "widen_gates",
 ]
@@ -66,8 +67,14 @@ def relative_change(head: float, base: float) -> float:
     return round(head / base - 1.0, 12)
 
 
-def _spread(values: Sequence[float]) -> float:
-    """Largest relative difference between any two values."""
+def relative_spread(values: Sequence[float]) -> float:
+    """Largest relative difference between any two values (0 for one value; infinite
+    when one is 0 and another is not).
+
+    Example:
+        >>> relative_spread([100.0, 101.0, 100.5]), relative_spread([7.0])
+        (0.01, 0.0)
+    """
     return max(
         (abs(relative_change(a, b)) for a, b in itertools.permutations(values, 2)), default=0.0
     )
@@ -140,8 +147,8 @@ def gate_from_aa(runs: Sequence[CountRun]) -> dict[str, CountGate]:
             continue
         cycles = _warmed_alike(cases)
         gates[test_id] = CountGate(
-            spread=_spread([c.instructions for c in cases]),
-            cycles_spread=_spread(cycles) if len(cycles) >= 2 else 0.0,
+            spread=relative_spread([c.instructions for c in cases]),
+            cycles_spread=relative_spread(cycles) if len(cycles) >= 2 else 0.0,
             runs=len(runs),
             calls=int(calls.pop()),
         )
