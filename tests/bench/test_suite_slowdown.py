@@ -131,7 +131,7 @@ def test_cpu_timed_cases_are_slowed_on_cpu_time(monkeypatch):
 
 
 def test_a_quick_cpu_timed_case_is_timed_and_spun_on_the_wall_clock(monkeypatch):
-    """After a first call under 50 us, a CPU-timed case stops reading the CPU clock."""
+    """After first calls under 50 us, a CPU-timed case stops reading the CPU clock."""
     reads = {"cpu": 0}
     real_process_time = time.process_time
 
@@ -143,14 +143,42 @@ def test_a_quick_cpu_timed_case_is_timed_and_spun_on_the_wall_clock(monkeypatch)
     monkeypatch.setenv(SLOWDOWN_ENV, "test_quick=0.1")
     c = Case("test_quick", lambda: lambda: None, {}, timer="cpu")
     timed = c.make()
-    timed.fn()  # the first call decides, on the CPU clock
+    for _ in range(suite_module._DECIDING_CALLS):
+        timed.fn()  # the fastest of the first calls decides, on the CPU clock
     before = reads["cpu"]
     for _ in range(100):
         timed.fn()
     assert reads["cpu"] == before
     monkeypatch.setenv(SLOWDOWN_ENV, "test_slow=0.1")
     slow = Case("test_slow", lambda: lambda: _busy(0.001), {}, timer="cpu").make()
-    slow.fn()
+    slow.fn()  # a call of a millisecond decides at once
     before = reads["cpu"]
     slow.fn()
-    assert reads["cpu"] > before  # a 1 ms call stays on the CPU clock
+    assert reads["cpu"] > before  # and stays on the CPU clock
+
+
+def test_a_cold_first_call_does_not_keep_a_quick_case_on_the_cpu_clock(monkeypatch):
+    """A first call slowed by a cold start (here 200 us of CPU) does not decide alone."""
+    reads = {"cpu": 0}
+    real_process_time = time.process_time
+
+    def counting_process_time():
+        reads["cpu"] += 1
+        return real_process_time()
+
+    calls = {"n": 0}
+
+    def cold_then_quick():
+        calls["n"] += 1
+        if calls["n"] == 1:
+            _busy(0.0002)
+
+    monkeypatch.setattr(suite_module.time, "process_time", counting_process_time)
+    monkeypatch.setenv(SLOWDOWN_ENV, "test_cold=0.1")
+    timed = Case("test_cold", lambda: cold_then_quick, {}, timer="cpu").make()
+    for _ in range(suite_module._DECIDING_CALLS):
+        timed.fn()
+    before = reads["cpu"]
+    for _ in range(100):
+        timed.fn()
+    assert reads["cpu"] == before

@@ -451,19 +451,24 @@ def _slowed_down(
         slowed = on_clock
     else:
         # a call of a few microseconds cannot afford CPU-clock readings (about 0.4 us
-        # each): after a first call that short, time and spin on the wall clock, which
+        # each): after first calls that short, time and spin on the wall clock, which
         # runs with the CPU clock while the process computes
         quick = make(fn, fraction, _wrapper_cost(make, time.perf_counter), time.perf_counter)
         chosen: list[Callable[[], Any]] = []
+        first: list[float] = []
 
         def slowed() -> Any:
             if chosen:
                 return chosen[0]()
             # decided on the CPU clock: a first call preempted on a busy machine would
-            # look long on the wall clock and keep the costly readings for good
+            # look long on the wall clock and keep the costly readings for good; and on
+            # the fastest of the first few calls, since the very first one is cold
+            # (allocations, caches, a garbage collection) on a loaded machine
             start = time.process_time()
             out = on_clock()
-            chosen.append(quick if time.process_time() - start < _QUICK_S else on_clock)
+            first.append(time.process_time() - start)
+            if len(first) == _DECIDING_CALLS or min(first) >= _QUICK_S * 20:
+                chosen.append(quick if min(first) < _QUICK_S else on_clock)
             return out
 
     slowed.__wrapped__ = fn  # type: ignore[attr-defined]
@@ -498,7 +503,12 @@ _SPIN_S = 0.0005
 """The last stretch of an injected wait that is spun rather than slept."""
 
 _QUICK_S = 50e-6
-"""A CPU-clock case whose first call is shorter than this is slowed on the wall clock."""
+"""A CPU-clock case whose fastest first call is shorter than this is slowed on the
+wall clock."""
+
+_DECIDING_CALLS = 3
+"""How many first calls of a CPU-clock case decide its clock (a call of a millisecond
+or more decides at once: it cannot be quick)."""
 
 TIMERS: dict[str, str] = {"wall": "perf_counter", "cpu": "process_time"}
 """A case's ``timer`` → the function of :mod:`time` that times it (see :func:`clock_of`)."""
