@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from rlpace.bench.calibration import Calibration, CalibrationConfig, read_calibration
+from rlpace.bench.aa import CalibrationConfig
+from rlpace.bench.calibration import Calibration, read_calibration
 from rlpace.bench.cli import main as cli_main
 from rlpace.bench.compare import compare_runs
 from rlpace.bench.errors import BenchInputError
@@ -196,7 +197,7 @@ def synthetic_pool(rng, n_runs, *, slowdown=0.0, names=None):
 def test_analyse_pool_calibrates_from_run_spreads_and_holds_out_each_comparisons_runs():
     import numpy as np
 
-    from rlpace.bench.calibration import analyse_pool, run_spreads
+    from rlpace.bench.aa import analyse_pool, run_spreads
 
     rng = np.random.default_rng(0)
     clean = synthetic_pool(rng, 12)
@@ -296,7 +297,8 @@ def read_calibration_from(cal):
     import tempfile
     from pathlib import Path
 
-    from rlpace.bench.calibration import read_calibration, write_calibration
+    from rlpace.bench.aa import write_calibration
+    from rlpace.bench.calibration import read_calibration
 
     with tempfile.TemporaryDirectory() as d:
         json_path, _ = write_calibration(cal, Path(d))
@@ -323,7 +325,7 @@ def test_noise_fractions_scale_with_the_runs_a_side():
 def test_a_held_out_gate_does_not_see_the_judged_runs_through_other_comparisons():
     import numpy as np
 
-    from rlpace.bench.calibration import analyse_pool
+    from rlpace.bench.aa import analyse_pool
     from rlpace.bench.results import results_from_records
 
     # one benchmark, quiet between processes except run 0, which is 40% slower: every
@@ -350,7 +352,7 @@ def test_a_held_out_gate_does_not_see_the_judged_runs_through_other_comparisons(
 
 
 def test_held_out_comparisons_share_no_runs_with_the_gate_they_are_judged_by():
-    from rlpace.bench.calibration._analysis import PoolDraws
+    from rlpace.bench.aa._analysis import PoolDraws
 
     pairs = (((0, 1), (2, 3)), ((4, 5), (6, 7)), ((1, 8), (9, 4)), ((10, 11), (12, 13)))
     draws = PoolDraws(pairs, tuple(((), ()) for _ in pairs))
@@ -389,7 +391,7 @@ def test_a_confirmation_stage_is_part_of_the_detectable_change():
 def test_a_rare_slow_process_is_not_flagged_and_a_real_slowdown_still_is():
     import numpy as np
 
-    from rlpace.bench.calibration import analyse_pool
+    from rlpace.bench.aa import analyse_pool
 
     # one process of the pool runs 60% slow on one benchmark (a burst of load, a
     # multi-process case's slow start); the rest is quiet. A two-run side holding it moves

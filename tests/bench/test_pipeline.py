@@ -248,7 +248,8 @@ def test_config_rejects_bad_input():
 def _checked_in_calibration(repo: Path, touched_spread: float = 1.0, commit: bool = True) -> None:
     """A calibration as ``aa`` writes it, from a machine with 999 CPUs: the steady case
     wide (it drifts between processes under load), the touched one narrow."""
-    from rlpace.bench.calibration import BenchmarkNoise, Calibration, write_calibration
+    from rlpace.bench.aa import write_calibration
+    from rlpace.bench.calibration import BenchmarkNoise, Calibration
 
     def noise(name: str, spread: float) -> BenchmarkNoise:
         return BenchmarkNoise(

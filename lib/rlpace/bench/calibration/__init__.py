@@ -1,44 +1,27 @@
-"""A/A calibration: how often the comparator cries wolf here, and what it can detect.
+"""A/A calibration records: what an A/A pool found, as the judge reads it.
 
-``rlpace-bench aa`` runs the suite against itself. It executes a *pool* of suite runs,
-each a fresh process of the same code, and forms ``runs`` A/A comparisons from it,
-each taking ``repeats`` runs per side exactly as the ``pr`` pipeline does (disjoint
-runs when the pool holds ``2 × repeats × runs`` of them, the default). From those:
+A calibration is made by :mod:`rlpace.bench.aa` (``rlpace-bench aa``: a *pool* of
+suite runs of the same code, judged against itself) and read by the judge
+(:class:`~rlpace.bench.judge.Judge`), the ``pr`` pipeline and ``rlpace-bench
+compare``. This package holds what both sides share, below the judge:
 
-- the **false-alarm rate**: the fraction of A/A comparisons that flag at least one
-  benchmark, with the comparator's own gates, and again with the calibrated noise
-  model (each comparison judged by a model fitted without its own runs, so the figure
-  is not flattered by fitting its own data). Comparisons are judged by the same
-  :class:`~rlpace.bench.judge.Judge` as ``pr``'s, negative-control floor and
-  confirmation included; the rate before confirmation is kept as well;
-- per benchmark, the **run spread** (standard deviation of the log median of one run
-  across every run of the pool, %, the process-to-process noise), the **spread** of
-  the A/A change with ``repeats`` runs a side (``run spread × √(2 / repeats)``), the
-  **gate** the comparator should require of a change (``t × spread``, Bonferroni over
-  the set so the whole suite stays under ``family_alpha``, never below the largest A/A
-  change seen) and the **detectable change** (:mod:`rlpace.bench.gates`);
-- with ``inject`` (an :data:`~rlpace.bench.suite.SLOWDOWN_ENV` spec), a second pool
-  of slowed runs and each injected benchmark's **detection rate**, checked against
-  what the calibration promised (:meth:`Calibration.detection_power`). Inject into
-  rlpace's rows only (``'test_=0.1,*[torchrl*=0'``): the torchrl twins are the
-  negative controls.
+- :class:`Calibration` (``_records``): per benchmark the **run spread** (standard
+  deviation of the log median of one run across every run of the pool, %, the
+  process-to-process noise), the **gate** the comparator should require of a change
+  and the **detectable change** (:mod:`rlpace.bench.gates`), with the pool's
+  false-alarm rates and, with an injected slow-down, each benchmark's detection rate
+  (:class:`DetectionPower`); versioned, with one serialiser each way
+  (:func:`read_calibration`; writing is :func:`rlpace.bench.aa.write_calibration`'s);
+- :class:`DuetCalibration` (``_duets``): for the wall-clock cases ``pr`` times as
+  duets (base and head at the same time, a core each), per benchmark the spread of
+  its pairs' log ratios, the prior of ``pr``'s paired tests, with a held-out check of
+  random splits judged as ``pr`` runs them; ``aa --pr-runs DIR`` pools the duets that
+  A/A ``pr`` runs left (:func:`duet_calibration_from_pr_runs`), read back from their
+  directories by ``_duet_dirs``.
 
-``rlpace-bench aa --duets N`` runs ``N`` A/A *duets* of the wall-clock cases instead
-(base and head at the same time, a core each, as ``pr`` times them) and writes a
-:class:`DuetCalibration` (``_duets``): per benchmark the spread of its pairs' log
-ratios, the prior of ``pr``'s paired tests, with a held-out check of random splits
-judged as ``pr`` runs them, by priors from the other pairs. ``aa --pr-runs DIR``
-pools instead the duets that A/A ``pr`` runs left, and judges each run's own duets
-with a prior from the other runs' (:func:`duet_calibration_from_pr_runs`).
-
-The package follows the data, one private module per step: ``_config`` (what to
-run, :class:`CalibrationConfig`), ``_pool`` (running the pool,
-:func:`run_calibration`), ``_analysis`` (the figures from typed results tables,
-:func:`analyse_pool`), ``_records`` (the versioned records and their one serialiser,
-:class:`Calibration`); for duets, ``_duets`` (the duet calibration and its held-out
-checks) and ``_duet_dirs`` (reading back the directories ``pr`` and ``aa --duets``
-leave them in). Markdown is
-:mod:`rlpace.bench.render_calibration`'s job; the gate maths is :mod:`rlpace.bench.gates`.
+Markdown is :mod:`rlpace.bench.render_calibration`'s job; the gate maths is
+:mod:`rlpace.bench.gates`. Running a pool and drawing the figures from it sit above
+the judge, in :mod:`rlpace.bench.aa`, since they judge with it.
 
 Example:
     >>> b = BenchmarkNoise("t.py::a", 2, (1.0, -1.0), 0, 1.4, 3.0, 6.2, 2.5)
@@ -46,8 +29,6 @@ Example:
     0.029554
 """
 
-from rlpace.bench.calibration._analysis import analyse_pool, run_spreads
-from rlpace.bench.calibration._config import CalibrationConfig
 from rlpace.bench.calibration._duets import (
     DUET_FORMAT,
     DUET_VERSION,
@@ -58,7 +39,6 @@ from rlpace.bench.calibration._duets import (
     duet_calibration_path,
     read_duet_calibration,
 )
-from rlpace.bench.calibration._pool import run_calibration, write_calibration
 from rlpace.bench.calibration._records import (
     CALIBRATION_FORMAT,
     CALIBRATION_VERSION,
@@ -80,12 +60,10 @@ __all__ = [
     "ENVIRONMENT_KEYS",
     "BenchmarkNoise",
     "Calibration",
-    "CalibrationConfig",
     "CalibrationNote",
     "DetectionPower",
     "DuetCalibration",
     "PrRunDuets",
-    "analyse_pool",
     "calibration_note",
     "duet_calibration_from_pr_runs",
     "duet_calibration_from_runs",
@@ -93,7 +71,4 @@ __all__ = [
     "machine_environment",
     "read_calibration",
     "read_duet_calibration",
-    "run_calibration",
-    "run_spreads",
-    "write_calibration",
 ]

@@ -114,7 +114,7 @@ def main(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import Progress
 
-    from rlpace.bench.calibration import CalibrationConfig, run_calibration
+    from rlpace.bench.aa import CalibrationConfig, run_calibration
     from rlpace.bench.render_calibration import format_calibration
     from rlpace.bench.runner import run_settings
 

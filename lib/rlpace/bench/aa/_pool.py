@@ -3,7 +3,7 @@
 ``rlpace-bench aa`` runs the suite against itself: a *pool* of clean suite runs and,
 with ``inject``, a pool of runs slowed by that :data:`~rlpace.bench.suite.SLOWDOWN_ENV`
 spec, interleaved ABBA (:func:`rlpace.bench.runner.abba_schedule`) so drift hits
-both pools alike; :func:`~rlpace.bench.calibration.analyse_pool` turns them
+both pools alike; :func:`~rlpace.bench.aa.analyse_pool` turns them
 into a :class:`~rlpace.bench.calibration.Calibration`, written as
 ``<out_dir>/<set>.json`` (versioned) and ``<set>.md``
 (:func:`rlpace.bench.render_calibration.format_calibration`).
@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from rlpace.bench._atomic import writable_dir
+from rlpace.bench.aa._analysis import analyse_pool
+from rlpace.bench.aa._config import CalibrationConfig
 from rlpace.bench.base_revision import repository_root
-from rlpace.bench.calibration._analysis import analyse_pool
-from rlpace.bench.calibration._config import CalibrationConfig
-from rlpace.bench.calibration._records import Calibration, machine_environment
+from rlpace.bench.calibration import Calibration, machine_environment
 from rlpace.bench.controls import CONTROL_IMPL
 from rlpace.bench.errors import BenchInputError
 from rlpace.bench.render_calibration import format_calibration

@@ -33,8 +33,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from rlpace.bench.calibration._config import CalibrationConfig
-from rlpace.bench.calibration._records import BenchmarkNoise, Calibration
+from rlpace.bench.aa._config import CalibrationConfig
+from rlpace.bench.calibration import BenchmarkNoise, Calibration
 from rlpace.bench.comparison import Comparison, Verdict
 from rlpace.bench.errors import BenchInputError
 from rlpace.bench.gates import (
