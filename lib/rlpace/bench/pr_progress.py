@@ -134,7 +134,15 @@ def _fmt(x: float) -> str:
 
 
 def print_summary(outcomes: Sequence[SetOutcome], console: Console) -> None:
-    """Print, per set, the verdict counts, each flagged benchmark and where reports went."""
+    """Print, per set, the verdict counts, each flagged benchmark and where reports went.
+
+    Example:
+        >>> from rich.console import Console
+        >>> from rlpace.bench.pr_reports import SetOutcome
+        >>> skipped = SetOutcome("gpu", None, skipped="no CUDA device on this machine")
+        >>> print_summary([skipped], Console(width=80, no_color=True, highlight=False))
+        gpu: skipped (no CUDA device on this machine)
+    """
     for outcome in outcomes:
         if outcome.comparison is None:
             console.print(f"[bold]{outcome.set_name}[/bold]: skipped ({outcome.skipped})")

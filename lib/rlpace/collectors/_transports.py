@@ -33,7 +33,18 @@ from rlpace.collectors._errors import PolicyError
 
 
 class TransportClosed(RuntimeError):
-    """The transport was closed (the collector is shutting down) while a client waited."""
+    """The transport was closed (the collector is shutting down) while a client waited.
+
+    Example:
+        >>> from tensordict import TensorDict
+        >>> t = ThreadingTransport(num_slots=1)
+        >>> t.close()  # a client waiting on slot 0 is woken, and told why
+        >>> try:
+        ...     t.receive_into(0, TensorDict({}), timeout=1.0)
+        ... except TransportClosed as exc:
+        ...     print(exc)
+        the transport was closed while waiting for a response
+    """
 
 
 class Transport:
@@ -43,6 +54,20 @@ class Transport:
         num_slots: number of clients (one slot each).
         submit_times: ``time.perf_counter()`` of each slot's latest request, for the
             server's queue-latency statistics.
+
+    Example:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> def one_round(t: Transport) -> torch.Tensor:  # any transport, one client
+        ...     t.submit(0, TensorDict({"observation": torch.ones(2)}))
+        ...     slots = t.wait_requests(1, None, 0.0, 0.1)
+        ...     batch = t.read_requests(slots)
+        ...     t.write_responses(slots, batch.set("action", batch["observation"] + 1))
+        ...     out = TensorDict({})
+        ...     t.receive_into(0, out, timeout=1.0)
+        ...     return out["action"]
+        >>> one_round(SlotTransport(1)), one_round(ThreadingTransport(1))
+        (tensor([2., 2.]), tensor([2., 2.]))
     """
 
     num_slots: int
