@@ -130,8 +130,9 @@ def test_cpu_timed_cases_are_slowed_on_cpu_time(monkeypatch):
         Case("test_x", lambda: busy, {}, timer="gpu")
 
 
-def test_a_quick_cpu_timed_case_is_timed_and_spun_on_the_wall_clock(monkeypatch):
-    """After first calls under 50 us, a CPU-timed case stops reading the CPU clock."""
+@pytest.fixture
+def cpu_reads(monkeypatch):
+    """How often the CPU clock has been read since the test began (``reads["cpu"]``)."""
     reads = {"cpu": 0}
     real_process_time = time.process_time
 
@@ -140,6 +141,12 @@ def test_a_quick_cpu_timed_case_is_timed_and_spun_on_the_wall_clock(monkeypatch)
         return real_process_time()
 
     monkeypatch.setattr(suite_module.time, "process_time", counting_process_time)
+    return reads
+
+
+def test_a_quick_cpu_timed_case_is_timed_and_spun_on_the_wall_clock(monkeypatch, cpu_reads):
+    """After first calls under 50 us, a CPU-timed case stops reading the CPU clock."""
+    reads = cpu_reads
     monkeypatch.setenv(SLOWDOWN_ENV, "test_quick=0.1")
     c = Case("test_quick", lambda: lambda: None, {}, timer="cpu")
     timed = c.make()
@@ -157,15 +164,9 @@ def test_a_quick_cpu_timed_case_is_timed_and_spun_on_the_wall_clock(monkeypatch)
     assert reads["cpu"] > before  # and stays on the CPU clock
 
 
-def test_a_cold_first_call_does_not_keep_a_quick_case_on_the_cpu_clock(monkeypatch):
+def test_a_cold_first_call_does_not_keep_a_quick_case_on_the_cpu_clock(monkeypatch, cpu_reads):
     """A first call slowed by a cold start (here 200 us of CPU) does not decide alone."""
-    reads = {"cpu": 0}
-    real_process_time = time.process_time
-
-    def counting_process_time():
-        reads["cpu"] += 1
-        return real_process_time()
-
+    reads = cpu_reads
     calls = {"n": 0}
 
     def cold_then_quick():
@@ -173,7 +174,6 @@ def test_a_cold_first_call_does_not_keep_a_quick_case_on_the_cpu_clock(monkeypat
         if calls["n"] == 1:
             _busy(0.0002)
 
-    monkeypatch.setattr(suite_module.time, "process_time", counting_process_time)
     monkeypatch.setenv(SLOWDOWN_ENV, "test_cold=0.1")
     timed = Case("test_cold", lambda: cold_then_quick, {}, timer="cpu").make()
     for _ in range(suite_module._DECIDING_CALLS):
