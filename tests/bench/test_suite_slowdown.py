@@ -157,11 +157,12 @@ def test_a_quick_cpu_timed_case_is_timed_and_spun_on_the_wall_clock(monkeypatch,
         timed.fn()
     assert reads["cpu"] == before
     monkeypatch.setenv(SLOWDOWN_ENV, "test_slow=0.1")
-    slow = Case("test_slow", lambda: lambda: _busy(0.001), {}, timer="cpu").make()
-    slow.fn()  # a call of a millisecond decides at once
+    slow = Case("test_slow", lambda: lambda: _busy(0.002), {}, timer="cpu").make()
+    for _ in range(suite_module._DECIDING_CALLS):
+        slow.fn()
     before = reads["cpu"]
     slow.fn()
-    assert reads["cpu"] > before  # and stays on the CPU clock
+    assert reads["cpu"] > before  # a call of milliseconds stays on the CPU clock
 
 
 def test_a_cold_first_call_does_not_keep_a_quick_case_on_the_cpu_clock(monkeypatch, cpu_reads):

@@ -467,7 +467,7 @@ def _slowed_down(
             start = time.process_time()
             out = on_clock()
             first.append(time.process_time() - start)
-            if len(first) == _DECIDING_CALLS or min(first) >= _QUICK_S * 20:
+            if len(first) == _DECIDING_CALLS or min(first) >= _SLOW_S:
                 chosen.append(quick if min(first) < _QUICK_S else on_clock)
             return out
 
@@ -507,8 +507,11 @@ _QUICK_S = 50e-6
 wall clock."""
 
 _DECIDING_CALLS = 3
-"""How many first calls of a CPU-clock case decide its clock (a call of a millisecond
-or more decides at once: it cannot be quick)."""
+"""How many first calls of a CPU-clock case decide its clock (but see :data:`_SLOW_S`)."""
+
+_SLOW_S = 1e-3
+"""A CPU-clock case's first call this long decides at once: twenty times
+:data:`_QUICK_S`, no cold start makes a quick call that slow."""
 
 TIMERS: dict[str, str] = {"wall": "perf_counter", "cpu": "process_time"}
 """A case's ``timer`` → the function of :mod:`time` that times it (see :func:`clock_of`)."""
