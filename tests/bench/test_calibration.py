@@ -6,6 +6,7 @@ import json
 import math
 import statistics
 import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -445,3 +446,25 @@ def test_a_rare_slow_process_is_not_flagged_and_a_real_slowdown_still_is():
     single = analyse_pool(replace(config, confirm=0), clean, slow)
     assert math.isnan(single.false_alarm_rate_first)
     assert math.isclose(single.false_alarm_rate_calibrated, cal.false_alarm_rate_first)
+
+
+def test_a_name_that_moved_to_the_aa_package_says_where_it_went():
+    import rlpace.bench.calibration as calibration
+
+    with pytest.raises(
+        ImportError,
+        match=r"moved to rlpace\.bench\.aa.*Fix: from rlpace\.bench\.aa import run_calibration",
+    ):
+        from rlpace.bench.calibration import run_calibration  # noqa: F401
+    with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
+        calibration.no_such_name  # noqa: B018
+    assert not hasattr(calibration, "no_such_name")
+    # the message names the new place without loading it (that would be the old cycle)
+    code = (
+        "import sys\n"
+        "try:\n    from rlpace.bench.calibration import analyse_pool\n"
+        "except ImportError:\n    pass\n"
+        "print('rlpace.bench.aa' in sys.modules, 'rlpace.bench.judge' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]

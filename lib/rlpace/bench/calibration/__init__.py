@@ -72,3 +72,30 @@ __all__ = [
     "read_calibration",
     "read_duet_calibration",
 ]
+
+_MOVED_TO_AA = frozenset(
+    {"CalibrationConfig", "analyse_pool", "run_calibration", "run_spreads", "write_calibration"}
+)
+"""Names this package held until the A/A runs moved above the judge, to
+:mod:`rlpace.bench.aa` (2026-12-08)."""
+
+
+def __getattr__(name: str) -> object:
+    """A name that moved to :mod:`rlpace.bench.aa` fails with where it went (an
+    ``ImportError``, so ``from rlpace.bench.calibration import run_calibration`` says
+    so too; importing it from here would bring back the import cycle the move removed).
+
+    Example:
+        >>> from rlpace.bench import calibration
+        >>> calibration.run_calibration  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ImportError: rlpace.bench.calibration.run_calibration moved to rlpace.bench.aa ...
+    """
+    if name in _MOVED_TO_AA:
+        raise ImportError(
+            f"rlpace.bench.calibration.{name} moved to rlpace.bench.aa (the A/A runs sit "
+            f"above the judge, the records it reads below). Fix: from rlpace.bench.aa "
+            f"import {name}"
+        )
+    raise AttributeError(f"module 'rlpace.bench.calibration' has no attribute {name!r}")
